@@ -1,0 +1,5 @@
+"""``python -m edgeplane``."""
+
+from edgeplane.cli import app
+
+app()

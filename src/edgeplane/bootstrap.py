@@ -1,0 +1,75 @@
+"""First start: an empty data directory gets an account, an admin user and a zone, and their credentials.
+
+The credentials are written to ``<data dir>/credentials.json`` (mode 0600), the user's copy, in the formats real
+tools check: a 37-character lowercase hex global API key, a 40-character API token of ``[A-Za-z0-9_-]``, and
+32-character hex ids. A later start reads the file and creates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import string
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+BOOTSTRAP_ZONE_NAME = "localhost"
+BOOTSTRAP_EMAIL = "admin@edgeplane.localhost"
+# Hosts that reach the bootstrap zone's web3 gateway without any configuration.
+BOOTSTRAP_WEB3_HOSTNAMES = ("localhost", "127.0.0.1")
+
+_TOKEN_ALPHABET = string.ascii_letters + string.digits + "_-"
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """The bootstrap identity, as written to ``credentials.json``."""
+
+    email: str
+    api_key: str
+    api_token: str
+    account_id: str
+    zone_id: str
+    zone_name: str
+
+
+def new_api_key() -> str:
+    """A global API key: 37 lowercase hex characters."""
+    return secrets.token_hex(19)[:37]
+
+
+def new_api_token() -> str:
+    """An API token: 40 characters of ``[A-Za-z0-9_-]``."""
+    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(40))
+
+
+def new_object_id() -> str:
+    """A zone, account, ruleset or rule id: 32 lowercase hex characters."""
+    return secrets.token_hex(16)
+
+
+def ensure_credentials(data_dir: Path) -> tuple[Credentials, bool]:
+    """Reads ``credentials.json``, or creates the bootstrap identity and writes it. Returns the credentials and
+    whether they were created now. Raises ``OSError`` when the directory cannot be written."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "credentials.json"
+    if path.exists():
+        return Credentials(**json.loads(path.read_text(encoding="utf-8"))), False
+    credentials = Credentials(
+        email=BOOTSTRAP_EMAIL,
+        api_key=new_api_key(),
+        api_token=new_api_token(),
+        account_id=new_object_id(),
+        zone_id=new_object_id(),
+        zone_name=BOOTSTRAP_ZONE_NAME,
+    )
+    temporary = path.with_suffix(".json.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        json.dump(asdict(credentials), file, indent=2)
+        file.write("\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+    return credentials, True

@@ -1,0 +1,207 @@
+"""Typed settings, layered: built-in defaults, then a TOML file, then ``EDGEPLANE_*`` environment variables, then
+command-line flags (each layer overrides the ones before it).
+
+The TOML file is ``--config FILE``, else ``$EDGEPLANE_CONFIG``, else ``<data dir>/edgeplane.toml`` when it exists.
+Nested settings come from the environment with ``__`` between levels, for example ``EDGEPLANE_GATEWAY__MAX_BATCH_SIZE``;
+``EDGEPLANE_NETWORKS`` takes JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+TraceFilterStrategy = Literal["auto", "native", "debug"]
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/edgeplane``, or ``~/.local/share/edgeplane``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "edgeplane"
+
+
+class UpstreamSettings(BaseModel):
+    """One Ethereum node behind a network."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str
+    name: str | None = Field(default=None, description="label in logs and metrics; defaults to host:port")
+    trace_filter: TraceFilterStrategy = Field(
+        default="auto",
+        description="native: the node serves trace_filter; debug: synthesise it from debug_traceBlockByNumber; "
+        "auto: try native, switch to debug when the node lacks the method",
+    )
+    max_trace_filter_blocks: int | None = Field(
+        default=None,
+        ge=1,
+        description="largest block range the node's own trace_filter accepts; larger ranges are split. "
+        "Unset: known from the node's client version (anvil: 300), else unlimited",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"upstream url must be an http:// or https:// URL, got {url!r}")
+        return url
+
+    @property
+    def label(self) -> str:
+        """The name used in logs and metrics."""
+        if self.name:
+            return self.name
+        parts = urlsplit(self.url)
+        return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+
+class NetworkSettings(BaseModel):
+    """A network served at ``/v1/<name>``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    upstreams: list[UpstreamSettings] = Field(default_factory=list)
+
+
+class GatewaySettings(BaseModel):
+    """Request handling and upstream behaviour of the gateway."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_body_bytes: int = Field(default=5 * 1024 * 1024, ge=1024)
+    max_batch_size: int = Field(default=100, ge=1)
+    request_timeout_seconds: float = Field(default=30.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1, description="tries of one read across the pool's nodes")
+    health_check_interval_seconds: float = Field(default=5.0, gt=0)
+    health_check_timeout_seconds: float = Field(default=3.0, gt=0)
+    head_max_age_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="how old a known head block may be when resolving block tags for limits",
+    )
+    trace_filter_concurrency: int = Field(
+        default=4, ge=1, description="upstream calls in flight while synthesising trace_filter"
+    )
+
+
+def _default_networks() -> dict[str, NetworkSettings]:
+    return {name: NetworkSettings() for name in ("mainnet", "sepolia", "holesky")}
+
+
+class Settings(BaseSettings):
+    """Everything ``edgeplane serve`` reads at start."""
+
+    model_config = SettingsConfigDict(env_prefix="EDGEPLANE_", env_nested_delimiter="__", extra="forbid", frozen=True)
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    edge_host: str = "127.0.0.1"
+    edge_port: int = Field(default=8787, ge=0, le=65535)
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8788, ge=0, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+    networks: dict[str, NetworkSettings] = Field(default_factory=_default_networks)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+
+    @field_validator("networks")
+    @classmethod
+    def _network_names(cls, networks: dict[str, NetworkSettings]) -> dict[str, NetworkSettings]:
+        for name in networks:
+            if not name or "/" in name or not name.isascii():
+                raise ValueError(f"invalid network name {name!r}")
+        return networks
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        config_file = _config_file.get()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if config_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        return tuple(sources)
+
+
+_config_file: ContextVar[Path | None] = ContextVar("edgeplane_config_file", default=None)
+
+
+class ConfigError(Exception):
+    """The settings could not be loaded; the message says which file or value is wrong."""
+
+
+def parse_upstream_flag(flag: str) -> tuple[str, str]:
+    """Splits ``NETWORK=URL``. Raises ``ConfigError`` when the form is wrong."""
+    network, sep, url = flag.partition("=")
+    if not sep or not network or not url:
+        raise ConfigError(f"--upstream takes NETWORK=URL, got {flag!r}")
+    return network, url
+
+
+def load_settings(
+    *,
+    config_file: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    upstreams: list[str] | None = None,
+) -> Settings:
+    """Loads the layered settings. ``overrides`` are flag values (``None`` values are ignored); ``upstreams`` are
+    ``NETWORK=URL`` flags, which replace the upstreams of the networks they name and add networks not yet known.
+
+    Raises ``ConfigError`` with a readable message for a missing file or an invalid value.
+    """
+    from pydantic import ValidationError
+
+    flag_values = {key: value for key, value in (overrides or {}).items() if value is not None}
+    if config_file is None:
+        env_file = os.environ.get("EDGEPLANE_CONFIG")
+        if env_file:
+            config_file = Path(env_file)
+        else:
+            data_dir = flag_values.get("data_dir") or os.environ.get("EDGEPLANE_DATA_DIR")
+            candidate = Path(data_dir or default_data_dir()) / "edgeplane.toml"
+            config_file = candidate if candidate.is_file() else None
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"config file not found: {config_file}")
+    token = _config_file.set(config_file)
+    try:
+        settings = Settings(**flag_values)
+        if upstreams:
+            networks = dict(settings.networks)
+            flagged: dict[str, list[UpstreamSettings]] = {}
+            for flag in upstreams:
+                network, url = parse_upstream_flag(flag)
+                flagged.setdefault(network, []).append(UpstreamSettings(url=url))
+            for network, nodes in flagged.items():
+                networks[network] = NetworkSettings(upstreams=nodes)
+            settings = Settings(**{**settings.model_dump(), "networks": networks})
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, config_file)) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read settings: {exc}") from None
+    finally:
+        _config_file.reset(token)
+    return settings
+
+
+def _describe(exc: Any, config_file: Path | None) -> str:
+    lines = [f"invalid settings{f' (config file {config_file})' if config_file else ''}:"]
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "(root)"
+        lines.append(f"  {where}: {error['msg']}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""The data plane: the edge listener that receives client traffic and routes it."""

@@ -1,0 +1,178 @@
+"""The gateway: one JSON-RPC body for one network in, one HTTP status and body out.
+
+Order of checks for a single request: network (404), JSON (400, -32700), envelope (400, -32600), method policy
+(403, -32001), limits (200, -32602), then the upstream pool (502, -32002, when no node can answer). A node's own
+JSON-RPC answer, error or not, is passed through with HTTP 200. In a batch every item is answered in its place with
+HTTP 200; items that pass the checks go to the node in one upstream batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from edgeplane import metrics
+from edgeplane.config import GatewaySettings
+from edgeplane.gateway.errors import (
+    GatewayError,
+    InvalidRequest,
+    MethodNotAllowed,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
+from edgeplane.gateway.jsonrpc import (
+    RejectedItem,
+    RpcRequest,
+    encode,
+    error_object,
+    parse_body,
+    result_object,
+)
+from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs
+from edgeplane.gateway.policy import MethodPolicy
+from edgeplane.gateway.trace_filter import TraceFilterService
+from edgeplane.gateway.upstream_pool import UpstreamPool
+
+log = structlog.get_logger(__name__)
+
+
+class UnknownNetwork(GatewayError):
+    """The path names a network this gateway does not serve."""
+
+    code = InvalidRequest.code
+    http_status = 404
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayResponse:
+    """What the edge sends back: an HTTP status and a JSON body."""
+
+    status: int
+    body: bytes
+
+
+class Gateway:
+    """Answers JSON-RPC requests for the configured networks."""
+
+    def __init__(self, policy: MethodPolicy, pools: Mapping[str, UpstreamPool], settings: GatewaySettings) -> None:
+        self.policy = policy
+        self.pools = dict(pools)
+        self.settings = settings
+        self._traces = TraceFilterService(policy.limits, concurrency=settings.trace_filter_concurrency)
+        known = policy.supported | set(policy.unsupported)
+        self._metric_names = frozenset(known)
+
+    def _method_label(self, method: str) -> str:
+        return method if method in self._metric_names else "other"
+
+    def _count(self, network: str, method: str, outcome: str) -> None:
+        metrics.GATEWAY_REQUESTS.labels(network, self._method_label(method), outcome).inc()
+
+    def unknown_network(self, network: str) -> GatewayResponse:
+        """The 404 answer for a network this gateway does not serve."""
+        error = UnknownNetwork(f"unknown network {network!r}; this gateway serves: {', '.join(sorted(self.pools))}")
+        return GatewayResponse(error.http_status, encode(error_object(None, error)))
+
+    async def handle(self, network: str, body: bytes) -> GatewayResponse:
+        """Answers one request body sent to ``/v1/<network>``. Never raises for anything a caller sends."""
+        pool = self.pools.get(network)
+        if pool is None:
+            return self.unknown_network(network)
+        try:
+            parsed = parse_body(body, max_batch_size=self.settings.max_batch_size)
+        except GatewayError as error:
+            self._count(network, "", "invalid")
+            return GatewayResponse(error.http_status, encode(error_object(None, error)))
+        if parsed.is_batch:
+            return GatewayResponse(200, encode(await self._batch(pool, parsed.items)))
+        item = parsed.items[0]
+        if isinstance(item, RejectedItem):
+            self._count(network, "", "invalid")
+            return GatewayResponse(item.error.http_status, encode(error_object(item.id, item.error)))
+        return await self._single(pool, item, body)
+
+    async def _single(self, pool: UpstreamPool, request: RpcRequest, body: bytes) -> GatewayResponse:
+        method = request.method
+        try:
+            self._check_policy(method)
+            if method == "trace_filter":
+                traces = await self._traces.run(pool, request.params)
+                answer = encode(result_object(request.id, traces))
+            else:
+                await self._check_limits(pool, request)
+                # The checked body goes to the node unchanged, so the node echoes the caller's id itself.
+                answer = await pool.forward(body, idempotent=method not in self.policy.non_idempotent)
+        except GatewayError as error:
+            self._count(pool.network, method, _outcome(error))
+            status = 200 if isinstance(error, UpstreamRejected) else error.http_status
+            return GatewayResponse(status, encode(error_object(request.id, error)))
+        self._count(pool.network, method, "answered")
+        return GatewayResponse(200, answer)
+
+    def _check_policy(self, method: str) -> None:
+        if not self.policy.allows(method):
+            raise MethodNotAllowed("rpc method is not whitelisted", data={"method": method})
+
+    async def _check_limits(self, pool: UpstreamPool, request: RpcRequest) -> None:
+        if request.method == "eth_getLogs":
+            await check_get_logs(request.params, pool, self.policy.limits)
+        elif request.method == "eth_feeHistory":
+            check_fee_history(request.params, self.policy.limits)
+
+    async def _batch(self, pool: UpstreamPool, items: list[RpcRequest | RejectedItem]) -> list[dict[str, Any]]:
+        answers: list[dict[str, Any] | None] = [None] * len(items)
+        forwarded: list[int] = []
+
+        async def prepare(index: int, item: RpcRequest | RejectedItem) -> None:
+            if isinstance(item, RejectedItem):
+                self._count(pool.network, "", "invalid")
+                answers[index] = error_object(item.id, item.error)
+                return
+            try:
+                self._check_policy(item.method)
+                if item.method == "trace_filter":
+                    answers[index] = result_object(item.id, await self._traces.run(pool, item.params))
+                    self._count(pool.network, item.method, "answered")
+                    return
+                await self._check_limits(pool, item)
+            except GatewayError as error:
+                self._count(pool.network, item.method, _outcome(error))
+                answers[index] = error_object(item.id, error)
+                return
+            forwarded.append(index)
+
+        await asyncio.gather(*(prepare(index, item) for index, item in enumerate(items)))
+        if forwarded:
+            forwarded.sort()
+            requests = [items[index] for index in forwarded]
+            calls = [(request.method, request.params) for request in requests if isinstance(request, RpcRequest)]
+            idempotent = not any(method in self.policy.non_idempotent for method, _ in calls)
+            try:
+                results = await pool.execute(lambda node: node.call_batch(calls), idempotent=idempotent)
+            except GatewayError as error:
+                results = [error] * len(calls)
+            for index, request, result in zip(forwarded, requests, results, strict=True):
+                assert isinstance(request, RpcRequest)
+                if isinstance(result, GatewayError):
+                    self._count(pool.network, request.method, _outcome(result))
+                    answers[index] = error_object(request.id, result)
+                else:
+                    self._count(pool.network, request.method, "answered")
+                    answers[index] = result_object(request.id, result)
+        return [answer for answer in answers if answer is not None]
+
+
+def _outcome(error: GatewayError) -> str:
+    if isinstance(error, UpstreamRejected):
+        return "answered"
+    if isinstance(error, MethodNotAllowed):
+        return "refused"
+    if isinstance(error, LimitExceeded):
+        return "limited"
+    if isinstance(error, UpstreamUnavailable):
+        return "unavailable"
+    return "invalid"

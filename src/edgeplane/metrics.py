@@ -1,0 +1,38 @@
+"""Prometheus metrics of the service, defined once and exposed at ``GET /metrics`` on the API listener."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+GATEWAY_REQUESTS = Counter(
+    "edgeplane_gateway_requests_total",
+    "JSON-RPC requests (batch items count one each) by network, method and outcome. Outcomes: answered (the node "
+    "answered, possibly with its own error), refused (method not allowed), invalid (envelope or params), "
+    "limited (a gateway limit was exceeded), unavailable (no node could answer).",
+    ["network", "method", "outcome"],
+)
+
+UPSTREAM_LATENCY = Histogram(
+    "edgeplane_upstream_request_duration_seconds",
+    "Time of one HTTP exchange with an upstream node.",
+    ["network", "upstream"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+UPSTREAM_ERRORS = Counter(
+    "edgeplane_upstream_errors_total",
+    "Failed exchanges with an upstream node (connection errors, timeouts, HTTP 429/5xx, bad answers).",
+    ["network", "upstream"],
+)
+
+UPSTREAM_HEALTHY = Gauge(
+    "edgeplane_upstream_healthy",
+    "1 when the node answered its last health check or call, else 0.",
+    ["network", "upstream"],
+)
+
+UPSTREAM_HEAD = Gauge(
+    "edgeplane_upstream_head_block",
+    "The latest head block number seen from the node.",
+    ["network", "upstream"],
+)

@@ -1,0 +1,1 @@
+"""Real components the tests start, and how to reach them."""

@@ -1,0 +1,105 @@
+"""An ``edgeplane serve`` process for end-to-end tests, on loopback and free ports, with its own data directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+from tests.support.anvil import free_port
+
+
+class EdgeplaneDidNotStart(RuntimeError):
+    """The service exited or did not answer /healthz in time."""
+
+
+class EdgeplaneProcess:
+    """``python -m edgeplane serve`` with the given flags; ``.edge_url``/``.api_url`` when started."""
+
+    def __init__(self, data_dir: Path, *, upstreams: tuple[str, ...] = (), extra_args: tuple[str, ...] = ()) -> None:
+        self.data_dir = data_dir
+        self.upstreams = list(upstreams)
+        self.extra_args = list(extra_args)
+        self.edge_port = free_port()
+        self.api_port = free_port()
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def edge_url(self) -> str:
+        return f"http://127.0.0.1:{self.edge_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def rpc_url(self, network: str = "mainnet") -> str:
+        return f"{self.edge_url}/v1/{network}"
+
+    def start(self, timeout: float = 20.0) -> EdgeplaneProcess:
+        command = [
+            sys.executable,
+            "-m",
+            "edgeplane",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--edge-port",
+            str(self.edge_port),
+            "--api-port",
+            str(self.api_port),
+            "--log-format",
+            "json",
+            *[arg for upstream in self.upstreams for arg in ("--upstream", upstream)],
+            *self.extra_args,
+        ]
+        log = self.log_path.open("ab")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEPLANE_")}
+        self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise EdgeplaneDidNotStart(f"edgeplane exited with {self._process.returncode}: {self.log()}")
+            if self._healthy(self.edge_url) and self._healthy(self.api_url):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise EdgeplaneDidNotStart(f"edgeplane did not answer /healthz within {timeout}s: {self.log()}")
+
+    @staticmethod
+    def _healthy(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=1) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
+
+    def stop(self, *, kill: bool = False) -> int | None:
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def __enter__(self) -> EdgeplaneProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
