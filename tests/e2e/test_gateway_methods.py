@@ -106,7 +106,8 @@ def test_send_raw_transaction_and_read_back(gateway_w3: Web3, anvil: AnvilNode) 
 def test_contract_flow_with_web3(gateway_w3: Web3, trace_target: dict[str, Any]) -> None:
     contract = trace_target["contract"]
     assert contract.functions.total(2, 3).call() == 5 + contract.functions.stored().call()
-    events = contract.events.Traced().get_logs(from_block=trace_target["run"]["blockNumber"])
+    block = trace_target["run"]["blockNumber"]
+    events = contract.events.Traced().get_logs(from_block=block, to_block=block)
     assert len(events) == 1
     assert events[0]["args"]["tag"] == 7
 

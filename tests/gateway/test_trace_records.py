@@ -12,20 +12,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pytest
+from eth_account import Account
+from web3 import Web3
 
 from edgeplane.gateway.trace_records import (
     CallFrameError,
     TraceSelection,
-    calldata_floor_gas,
-    creation_address,
-    intrinsic_gas,
-    keccak256,
     normalise_trace,
-    parity_error,
     select_traces,
     trace_matches,
     traces_from_call_frames,
 )
+from tests.contracts import load_contract
+from tests.support.anvil import AnvilNode
 
 A = "0x" + "aa" * 20
 B = "0x" + "bb" * 20
@@ -405,10 +404,12 @@ def test_transactions_keep_their_block_positions() -> None:
 
 
 def test_failed_top_level_creation_gets_its_address_from_sender_and_nonce() -> None:
-    deploy = transaction(to=None, data="0x60006000fd", gas=100_000, nonce=7)
+    """The call tracer drops a failed creation's address; it is recomputed, keccak(rlp([sender, nonce]))[12:]."""
+    anvil_sender = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
+    deploy = {**transaction(to=None, data="0x60006000fd", gas=100_000, nonce=0), "from": anvil_sender}
     frame = {
         "type": "CREATE",
-        "from": SENDER,
+        "from": anvil_sender,
         "value": "0x0",
         "gas": hex(100_000),
         "gasUsed": hex(53_058 + 6),
@@ -418,14 +419,15 @@ def test_failed_top_level_creation_gets_its_address_from_sender_and_nonce() -> N
     [record] = traces_from_call_frames(block_with(deploy, prague=True), [{"result": frame}])
     # Intrinsic gas: 21000 + 32000 + 3 non-zero and 2 zero calldata bytes (56) + 1 initcode word (2) = 53058.
     assert record["action"] == {
-        "from": SENDER,
+        "from": anvil_sender,
         "gas": hex(100_000 - 53_058),
         "init": "0x60006000fd",
         "value": "0x0",
         "creationMethod": "create",
     }
     assert record["error"] == "Reverted"
-    assert record["result"] == {"address": creation_address(SENDER, 7), "code": "0x", "gasUsed": "0x6"}
+    # anvil's first deployment address, known from every anvil session.
+    assert record["result"] == {"address": "0x5fbdb2315678afecb367f032d93f642f64180aa3", "code": "0x", "gasUsed": "0x6"}
 
 
 def test_non_revert_failure_has_a_null_result() -> None:
@@ -488,6 +490,13 @@ def test_an_empty_block_has_no_traces() -> None:
     assert traces_from_call_frames(block_with(), []) == []
 
 
+def single_frame_records(
+    tx: dict[str, Any], frame: dict[str, Any], *, block: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    [record] = traces_from_call_frames({**block_with(tx), **(block or {})}, [{"result": frame}])
+    return record
+
+
 @pytest.mark.parametrize(
     ("node_wording", "parity_wording"),
     [
@@ -508,12 +517,15 @@ def test_an_empty_block_has_no_traces() -> None:
         ("insufficient balance for transfer", "insufficient balance for transfer"),
     ],
 )
-def test_parity_error_wording(node_wording: str, parity_wording: str) -> None:
-    assert parity_error(node_wording) == parity_wording
+def test_error_wording_is_parity_wording(node_wording: str, parity_wording: str) -> None:
+    frame = {**geth_run_frame(), "calls": [], "error": node_wording}
+    record = single_frame_records(transaction(), frame)
+    assert record["error"] == parity_wording
+    assert (record["result"] is not None) == (parity_wording == "Reverted")
 
 
 @pytest.mark.parametrize(
-    ("tx", "block", "gas"),
+    ("tx", "block", "intrinsic"),
     [
         ({"to": B, "input": "0x"}, {}, 21_000),
         ({"to": B, "input": CALLDATA}, {}, INTRINSIC),
@@ -532,32 +544,24 @@ def test_parity_error_wording(node_wording: str, parity_wording: str) -> None:
         ({"to": B, "input": "0x", "authorizationList": [{}, {}]}, {}, 21_000 + 2 * 25_000),
     ],
 )
-def test_intrinsic_gas(tx: dict[str, Any], block: dict[str, Any], gas: int) -> None:
-    assert intrinsic_gas(tx, block) == gas
-
-
-def test_calldata_floor_applies_from_prague() -> None:
-    tx = {"to": B, "input": "0x00ff"}
-    assert calldata_floor_gas(tx, {}) is None
-    assert calldata_floor_gas(tx, {"requestsHash": "0x"}) == 21_000 + 10 * (1 + 4)
-
-
-@pytest.mark.parametrize(
-    ("data", "digest"),
-    [
-        (b"", "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"),
-        (b"abc", "4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45"),
-    ],
-)
-def test_keccak256(data: bytes, digest: str) -> None:
-    assert keccak256(data).hex() == digest
-
-
-def test_creation_address_of_anvil_first_deployment() -> None:
-    assert (
-        creation_address("0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", 0)
-        == "0x5fbdb2315678afecb367f032d93f642f64180aa3"
-    )
+def test_root_gas_of_geth_frames_is_net_of_intrinsic_gas(
+    tx: dict[str, Any], block: dict[str, Any], intrinsic: int
+) -> None:
+    """Geth reports the gas limit and the receipt's gas used for the root; both lose the intrinsic gas."""
+    limit, execution = 1_000_000, 1_234
+    tx = {**transaction(), **tx, "gas": hex(limit)}
+    frame = {
+        "type": "CALL" if tx["to"] else "CREATE",
+        "from": SENDER,
+        "to": tx["to"] or CHILD,
+        "value": "0x0",
+        "gas": hex(limit),
+        "gasUsed": hex(intrinsic + execution),
+        "input": tx["input"],
+    }
+    record = single_frame_records(tx, frame, block=block)
+    assert record["action"]["gas"] == hex(limit - intrinsic)
+    assert record["result"]["gasUsed"] == hex(execution)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -568,19 +572,13 @@ def test_creation_address_of_anvil_first_deployment() -> None:
 class TracedChain:
     """An anvil node on which TraceTarget was deployed and exercised; the blocks of interest, by name."""
 
-    node: Any
+    node: AnvilNode
     blocks: dict[str, int]
     addresses: dict[str, str]
 
 
 @pytest.fixture(scope="module")
 def traced_chain() -> Iterator[TracedChain]:
-    from eth_account import Account
-    from web3 import Web3
-
-    from tests.contracts import load_contract
-    from tests.support.anvil import AnvilNode
-
     with AnvilNode() as node:
         w3 = Web3(Web3.HTTPProvider(node.url))
         account = Account.from_key(node.private_keys[0])
@@ -597,14 +595,14 @@ def traced_chain() -> Iterator[TracedChain]:
             signed = account.sign_transaction(tx)
             return w3.eth.wait_for_transaction_receipt(w3.eth.send_raw_transaction(signed.raw_transaction))
 
+        def data(function: Any) -> str:
+            return str(function._encode_transaction_data())
+
         abi, bytecode = load_contract("TraceTarget")
         helper_abi, _ = load_contract("Helper")
         deployed = send({"data": bytecode, "gas": 3_000_000})
         target = w3.eth.contract(address=deployed["contractAddress"], abi=abi)
         helper = w3.eth.contract(address=target.functions.helper().call(), abi=helper_abi)
-
-        def data(function: Any) -> str:
-            return str(function._encode_transaction_data())
 
         run = send({"to": target.address, "data": data(target.functions.run(7)), "value": 5, "gas": 1_000_000})
         assert run["status"] == 1
@@ -670,8 +668,8 @@ def converted_traces(chain: TracedChain, number: int, *, per_transaction: bool =
 @pytest.mark.parametrize("name", ["deploy", "run", "reverted", "transfer", "data_transfer", "failed_deploy", "stored"])
 @pytest.mark.parametrize("per_transaction", [False, True], ids=["traceBlock", "traceTransaction"])
 def test_converted_frames_equal_anvil_trace_filter(traced_chain: TracedChain, name: str, per_transaction: bool) -> None:
-    """Every member equal, gas included: these transactions earned no refund and, where the calldata floor set the
-    receipt (data_transfer), no code ran."""
+    """Every member equal, gas included: these transactions earned no refund, and where the calldata floor set the
+    receipt's gas (data_transfer) no code ran."""
     number = traced_chain.blocks[name]
     native = native_traces(traced_chain, number, number)
     assert native, "anvil returned no traces for the block"
@@ -680,8 +678,7 @@ def test_converted_frames_equal_anvil_trace_filter(traced_chain: TracedChain, na
 
 @pytest.mark.e2e
 def test_run_exercises_every_trace_kind(traced_chain: TracedChain) -> None:
-    number = traced_chain.blocks["run"]
-    records = converted_traces(traced_chain, number)
+    records = converted_traces(traced_chain, traced_chain.blocks["run"])
     kinds = {
         (r["type"], r["action"].get("callType") or r["action"].get("creationMethod"), r.get("error")) for r in records
     }

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BINARY = REPO_ROOT / "tests" / "tools" / "node_modules" / ".bin" / "anvil"
@@ -137,7 +138,7 @@ class AnvilNode:
             process.kill()
             process.wait()
 
-    def rpc(self, method: str, params: list[object] | None = None) -> object:
+    def rpc(self, method: str, params: list[Any] | None = None) -> Any:
         """One JSON-RPC call to the node; returns ``result`` or raises RuntimeError with the node's error."""
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or []})
         request = urllib.request.Request(self.url, data=body.encode(), headers={"Content-Type": "application/json"})

@@ -24,6 +24,7 @@ from edgeplane.gateway.limits import BlockResolver, LimitExceeded, measure_block
 from edgeplane.gateway.policy import GatewayLimits
 from edgeplane.gateway.quantities import BlockRef, parse_address, parse_block_ref, parse_quantity
 from edgeplane.gateway.trace_records import (
+    CallFrameError,
     TraceRecord,
     TraceSelection,
     normalise_trace,
@@ -260,7 +261,10 @@ async def _traced_blocks(node: UpstreamNode, numbers: list[int]) -> list[list[Tr
             frames = await _per_transaction_frames(node, block)
         if not isinstance(frames, list):
             raise UpstreamTransportError(f"{node.label}: debug trace answer is not a list")
-        traced.append(traces_from_call_frames(block, frames))
+        try:
+            traced.append(traces_from_call_frames(block, frames))
+        except CallFrameError as exc:
+            raise UpstreamTransportError(f"{node.label}: unusable debug trace: {exc}") from None
     return traced
 
 

@@ -18,7 +18,7 @@ record type   source             target
 call          ``action.from``    ``action.to``
 create        ``action.from``    ``result.address`` (none if result is null)
 suicide       ``action.address`` ``action.refundAddress``
-reward        (none)             ``action.author``
+reward        (none)             ``action.author`` (reth's rule; anvil has no rewards)
 ============  =================  ==========================================
 
 An empty address set is "not constrained" and accepts any address, even a missing one; a non-empty set accepts only
@@ -37,12 +37,12 @@ limit minus intrinsic gas, and ``result.gasUsed`` the execution gas alone.
 Remaining differences from a native ``trace_filter`` (the call tracer does not carry the information):
 
 - Root ``result.gasUsed`` is the receipt's gas used minus intrinsic gas. The native figure is taken before the gas
-  refund, so a transaction that earned a refund (storage cleared, EIP-7702 authority already existing) shows a
-  smaller ``gasUsed`` here, by the refund. When the EIP-7623 calldata floor set the receipt's gas (Prague blocks),
+  refund, so a transaction that earned one (for example by clearing storage) shows a ``gasUsed`` smaller by the
+  refund. When the EIP-7623 calldata floor set the receipt's gas (Prague blocks),
   the execution share cannot be told apart from the floor; the sum of the root's child frames' ``gasUsed`` is
   reported, a lower bound (0 for a plain transfer with data, which is then exact).
 - Intrinsic gas is read from the node when its call tracer already reports the root's ``gas`` net of it (anvil,
-  geth before 1.14); modern geth reports the gas limit, and intrinsic gas is then computed from the transaction:
+  older geth); current geth reports the gas limit, and intrinsic gas is then computed from the transaction:
   21000, 4/16 per zero/non-zero calldata byte, 32000 and (from Shanghai) 2 per initcode word for a creation, 2400
   per access-list address and 1900 per storage key, 25000 per EIP-7702 authorization. Blocks before Istanbul
   (68 gas per non-zero calldata byte) are computed wrongly in that case.
@@ -57,6 +57,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import rlp
+from eth_utils.crypto import keccak
 
 TraceRecord = dict[str, Any]
 
@@ -205,7 +208,7 @@ _FLOOR_GAS_PER_TOKEN = 10
 _NONZERO_BYTE_TOKENS = 4
 
 
-def parity_error(message: str) -> str:
+def _parity_error(message: str) -> str:
     """The parity wording of a call-tracer error message; messages without one are returned unchanged."""
     mapped = _PARITY_ERRORS.get(message)
     if mapped is not None:
@@ -284,7 +287,7 @@ def _children(frame: dict[str, Any]) -> list[dict[str, Any]]:
 def _record(frame: dict[str, Any], trace_address: list[int], context: dict[str, Any]) -> TraceRecord:
     frame_type = str(frame.get("type", "")).upper()
     error = frame.get("error")
-    parity_wording = parity_error(error) if isinstance(error, str) and error else None
+    parity_wording = _parity_error(error) if isinstance(error, str) and error else None
     record: TraceRecord = {}
     if frame_type == "SELFDESTRUCT":
         kind = "suicide"
@@ -349,13 +352,14 @@ def _root_gas(block: dict[str, Any], tx: dict[str, Any], root: dict[str, Any]) -
     gas_limit = _quantity(tx.get("gas"), "transaction gas")
     frame_gas = _quantity(root.get("gas", "0x0"), "root frame gas")
     receipt_gas_used = _quantity(root.get("gasUsed", "0x0"), "root frame gasUsed")
-    # A root frame with less gas than the limit is net of intrinsic gas already (anvil, geth before 1.14), and
-    # the node's figure is exact; modern geth reports the limit itself, so intrinsic gas is computed.
+    # A root frame with less gas than the limit is net of intrinsic gas already (anvil, older geth), and the
+    # node's figure is exact; current geth reports the limit itself, so intrinsic gas is computed. Both report the
+    # receipt's gas used, intrinsic gas included.
     node_deducted = frame_gas < gas_limit
-    intrinsic = gas_limit - frame_gas if node_deducted else min(intrinsic_gas(tx, block), gas_limit)
+    intrinsic = gas_limit - frame_gas if node_deducted else min(_intrinsic_gas(tx, block), gas_limit)
     execution_gas = gas_limit - intrinsic
     gas_used = receipt_gas_used - intrinsic
-    floor = calldata_floor_gas(tx, block)
+    floor = _calldata_floor_gas(tx, block)
     if floor is not None and floor > intrinsic and receipt_gas_used == floor:
         # The EIP-7623 floor set the receipt's figure; the execution share is hidden. Report what the child frames
         # prove was spent.
@@ -364,7 +368,7 @@ def _root_gas(block: dict[str, Any], tx: dict[str, Any], root: dict[str, Any]) -
     return execution_gas, max(gas_used, 0)
 
 
-def intrinsic_gas(tx: dict[str, Any], block: dict[str, Any]) -> int:
+def _intrinsic_gas(tx: dict[str, Any], block: dict[str, Any]) -> int:
     """The gas a transaction pays before execution starts (Istanbul calldata prices; the initcode word cost from
     Shanghai on, recognised by the block's ``withdrawalsRoot``)."""
     data = _bytes(tx.get("input", tx.get("data")))
@@ -381,7 +385,7 @@ def intrinsic_gas(tx: dict[str, Any], block: dict[str, Any]) -> int:
     return gas
 
 
-def calldata_floor_gas(tx: dict[str, Any], block: dict[str, Any]) -> int | None:
+def _calldata_floor_gas(tx: dict[str, Any], block: dict[str, Any]) -> int | None:
     """The EIP-7623 minimum gas of a transaction in a Prague block (recognised by ``requestsHash``), else None."""
     if "requestsHash" not in block:
         return None
@@ -399,93 +403,12 @@ def _fill_failed_creation_address(record: TraceRecord, tx: dict[str, Any]) -> No
         return
     sender, nonce = tx.get("from"), tx.get("nonce")
     if isinstance(sender, str) and nonce is not None:
-        result["address"] = creation_address(sender, _quantity(nonce, "transaction nonce"))
+        result["address"] = _creation_address(sender, _quantity(nonce, "transaction nonce"))
 
 
-def creation_address(sender: str, nonce: int) -> str:
+def _creation_address(sender: str, nonce: int) -> str:
     """The address CREATE gives a contract made by ``sender`` with ``nonce``: keccak(rlp([sender, nonce]))[12:]."""
-    encoded = _rlp_list([_rlp_bytes(_bytes(sender)), _rlp_bytes(_int_bytes(nonce))])
-    return "0x" + keccak256(encoded)[12:].hex()
-
-
-def _int_bytes(value: int) -> bytes:
-    return value.to_bytes((value.bit_length() + 7) // 8, "big")
-
-
-def _rlp_bytes(item: bytes) -> bytes:
-    if len(item) == 1 and item[0] < 0x80:
-        return item
-    return _rlp_length(len(item), 0x80) + item
-
-
-def _rlp_list(items: list[bytes]) -> bytes:
-    payload = b"".join(items)
-    return _rlp_length(len(payload), 0xC0) + payload
-
-
-def _rlp_length(length: int, offset: int) -> bytes:
-    if length < 56:
-        return bytes([offset + length])
-    encoded = _int_bytes(length)
-    return bytes([offset + 55 + len(encoded)]) + encoded
-
-
-# Keccak-256 (the pre-standard SHA-3 Ethereum uses; hashlib's sha3_256 pads differently). Only failed top-level
-# creations need it, and the gateway's runtime dependencies have none.
-_KECCAK_ROUND_CONSTANTS = (
-    0x0000000000000001, 0x0000000000008082, 0x800000000000808A, 0x8000000080008000,
-    0x000000000000808B, 0x0000000080000001, 0x8000000080008081, 0x8000000000008009,
-    0x000000000000008A, 0x0000000000000088, 0x0000000080008009, 0x000000008000000A,
-    0x000000008000808B, 0x800000000000008B, 0x8000000000008089, 0x8000000000008003,
-    0x8000000000008002, 0x8000000000000080, 0x000000000000800A, 0x800000008000000A,
-    0x8000000080008081, 0x8000000000008080, 0x0000000080000001, 0x8000000080008008,
-)  # fmt: skip
-_KECCAK_ROTATIONS = (
-    (0, 36, 3, 41, 18),
-    (1, 44, 10, 45, 2),
-    (62, 6, 43, 15, 61),
-    (28, 55, 25, 21, 56),
-    (27, 20, 39, 8, 14),
-)
-_LANE_MASK = (1 << 64) - 1
-_KECCAK_RATE = 136
-
-
-def _rotate(lane: int, shift: int) -> int:
-    return ((lane << shift) | (lane >> (64 - shift))) & _LANE_MASK if shift else lane
-
-
-def _keccak_permute(state: list[list[int]]) -> None:
-    for round_constant in _KECCAK_ROUND_CONSTANTS:
-        parity = [state[x][0] ^ state[x][1] ^ state[x][2] ^ state[x][3] ^ state[x][4] for x in range(5)]
-        for x in range(5):
-            mix = parity[(x - 1) % 5] ^ _rotate(parity[(x + 1) % 5], 1)
-            for y in range(5):
-                state[x][y] ^= mix
-        moved = [[0] * 5 for _ in range(5)]
-        for x in range(5):
-            for y in range(5):
-                moved[y][(2 * x + 3 * y) % 5] = _rotate(state[x][y], _KECCAK_ROTATIONS[x][y])
-        for x in range(5):
-            for y in range(5):
-                state[x][y] = moved[x][y] ^ (~moved[(x + 1) % 5][y] & moved[(x + 2) % 5][y])
-        state[0][0] ^= round_constant
-
-
-def keccak256(data: bytes) -> bytes:
-    """The Keccak-256 digest of ``data``."""
-    padded = bytearray(data)
-    padded.append(0x01)
-    padded.extend(b"\x00" * (-len(padded) % _KECCAK_RATE))
-    padded[-1] |= 0x80
-    state = [[0] * 5 for _ in range(5)]
-    for start in range(0, len(padded), _KECCAK_RATE):
-        block = padded[start : start + _KECCAK_RATE]
-        for index in range(_KECCAK_RATE // 8):
-            x, y = index % 5, index // 5
-            state[x][y] ^= int.from_bytes(block[8 * index : 8 * index + 8], "little")
-        _keccak_permute(state)
-    return b"".join(state[index % 5][index // 5].to_bytes(8, "little") for index in range(4))
+    return "0x" + keccak(rlp.encode([_bytes(sender), nonce]))[12:].hex()
 
 
 # ----------------------------------------------------------------------------------------------------------------
