@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 from collections.abc import Iterator
 
 import aiohttp
@@ -31,13 +32,25 @@ class _Listener(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
-    @property
-    def bound_port(self) -> int | None:
-        """The port actually bound (useful with port 0)."""
-        for server in getattr(self, "servers", []):
-            for sock in server.sockets:
-                return int(sock.getsockname()[1])
-        return None
+
+
+class ListenError(OSError):
+    """A listener could not bind its address."""
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket. Raises ``ListenError`` saying which address could not be used."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
 
 
 def _listener(app: object, host: str, port: int) -> _Listener:
@@ -72,7 +85,9 @@ def build_pools(settings: Settings, session: aiohttp.ClientSession) -> dict[str,
 
 
 async def serve(settings: Settings) -> None:
-    """Runs the edge and API listeners until SIGINT or SIGTERM."""
+    """Runs the edge and API listeners until SIGINT or SIGTERM. Raises ``ListenError`` when a port is taken."""
+    edge_socket = bind_listener(settings.edge_host, settings.edge_port)
+    api_socket = bind_listener(settings.api_host, settings.api_port)
     credentials, created = ensure_credentials(settings.data_dir)
     if created:
         log.info(
@@ -110,26 +125,15 @@ async def serve(settings: Settings) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop)
-        tasks = [asyncio.create_task(listener.serve()) for listener in listeners]
-        while not all(listener.started for listener in listeners):
-            if any(task.done() for task in tasks):
-                break
-            await asyncio.sleep(0.01)
-        if all(listener.started for listener in listeners):
-            log.info(
-                "edgeplane started",
-                version=__version__,
-                edge=f"http://{settings.edge_host}:{listeners[0].bound_port}",
-                api=f"http://{settings.api_host}:{listeners[1].bound_port}",
-                data_dir=str(settings.data_dir),
-            )
-        else:
-            stop()
+        log.info(
+            "edgeplane started",
+            version=__version__,
+            edge=f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}",
+            api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
+            data_dir=str(settings.data_dir),
+        )
         try:
-            await asyncio.gather(*tasks)
+            await asyncio.gather(listeners[0].serve([edge_socket]), listeners[1].serve([api_socket]))
         finally:
             for pool in pools.values():
                 await pool.stop()
-        failed = [task for task in tasks if task.exception() is not None]
-        if failed or not all(listener.started for listener in listeners):
-            raise SystemExit("edgeplane could not start its listeners (is the port in use?)")
