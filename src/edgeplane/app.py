@@ -8,14 +8,14 @@ import signal
 import socket
 from collections.abc import Iterator
 
-import aiohttp
 import structlog
 import uvicorn
 
 from edgeplane import __version__
 from edgeplane.api.asgi import build_api_app
 from edgeplane.bootstrap import BOOTSTRAP_WEB3_HOSTNAMES, ensure_credentials
-from edgeplane.config import Settings
+from edgeplane.chain.process import ChainProcess
+from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.asgi import EdgeApp, EdgeRoutes
 from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway
@@ -31,7 +31,6 @@ class _Listener(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
-
 
 
 class ListenError(OSError):
@@ -66,22 +65,34 @@ def _listener(app: object, host: str, port: int) -> _Listener:
         log_config=None,
         server_header=False,
         date_header=False,
+        proxy_headers=False,
         timeout_keep_alive=30,
     )
     return _Listener(config)
 
 
-def build_pools(settings: Settings, session: aiohttp.ClientSession) -> dict[str, UpstreamPool]:
-    """One upstream pool per configured network."""
+def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
+    """One upstream pool per configured network; each node keeps its own keep-alive connections."""
     timeout = settings.gateway.request_timeout_seconds
     return {
         name: UpstreamPool(
             name,
-            [UpstreamNode(node, session, timeout_seconds=timeout) for node in network.upstreams],
+            [UpstreamNode(node, timeout_seconds=timeout) for node in network.upstreams],
             settings.gateway,
         )
         for name, network in settings.networks.items()
     }
+
+
+def _with_dev_chain(settings: Settings, chain: ChainProcess | None) -> Settings:
+    """The settings with the development chain as the upstream of every network that has none."""
+    if chain is None:
+        return settings
+    networks = dict(settings.networks)
+    for name in chain.networks:
+        node = UpstreamSettings(url=chain.url(name), name="devchain", trace_filter="native")
+        networks[name] = NetworkSettings(upstreams=[node])
+    return settings.model_copy(update={"networks": networks})
 
 
 async def serve(settings: Settings) -> None:
@@ -95,45 +106,60 @@ async def serve(settings: Settings) -> None:
             credentials_file=str(settings.data_dir / "credentials.json"),
             zone=credentials.zone_name,
         )
-    connector = aiohttp.TCPConnector(limit=512, limit_per_host=128, ttl_dns_cache=300)
-    async with aiohttp.ClientSession(connector=connector, auto_decompress=True) as session:
-        pools = build_pools(settings, session)
-        for name, pool in pools.items():
-            if pool.nodes:
-                log.info("network ready", network=name, upstreams=[node.label for node in pool.nodes])
-            else:
-                log.warning(
-                    "network has no upstream node; its requests are answered with error -32002",
-                    network=name,
-                )
-            pool.start()
-        gateway = Gateway(load_method_policy(), pools, settings.gateway)
-        edge = EdgeApp(
-            gateway,
-            EdgeRoutes(web3_hostnames=frozenset(BOOTSTRAP_WEB3_HOSTNAMES)),
-            max_body_bytes=settings.gateway.max_body_bytes,
+    chain_networks = [name for name, network in settings.networks.items() if not network.upstreams]
+    chain: ChainProcess | None = None
+    if chain_networks:
+        dev_chain = settings.dev_chain
+        chain = ChainProcess(
+            networks=chain_networks,
+            data_dir=settings.data_dir / "chain" if dev_chain.persist else None,
+            chain_id=dev_chain.chain_id,
+            block_time=dev_chain.block_time_seconds,
+            fresh=dev_chain.fresh,
+            log_level=settings.log_level,
         )
-        listeners = [
-            _listener(edge, settings.edge_host, settings.edge_port),
-            _listener(build_api_app(), settings.api_host, settings.api_port),
-        ]
-
-        def stop() -> None:
-            for listener in listeners:
-                listener.should_exit = True
-
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop)
+        await chain.start()
         log.info(
-            "edgeplane started",
-            version=__version__,
-            edge=f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}",
-            api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
-            data_dir=str(settings.data_dir),
+            "networks without an upstream node are served by the embedded development chain",
+            networks=chain_networks,
+            chain_id=dev_chain.chain_id,
         )
-        try:
-            await asyncio.gather(listeners[0].serve([edge_socket]), listeners[1].serve([api_socket]))
-        finally:
-            for pool in pools.values():
-                await pool.stop()
+    pools = build_pools(_with_dev_chain(settings, chain))
+    for name, pool in pools.items():
+        if name not in chain_networks:
+            log.info("network ready", network=name, upstreams=[node.label for node in pool.nodes])
+        pool.start()
+    gateway = Gateway(load_method_policy(), pools, settings.gateway)
+    edge = EdgeApp(
+        gateway,
+        EdgeRoutes(web3_hostnames=frozenset(BOOTSTRAP_WEB3_HOSTNAMES)),
+        max_body_bytes=settings.gateway.max_body_bytes,
+    )
+    listeners = [
+        _listener(edge, settings.edge_host, settings.edge_port),
+        _listener(build_api_app(), settings.api_host, settings.api_port),
+    ]
+
+    def stop() -> None:
+        for listener in listeners:
+            listener.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop)
+    log.info(
+        "edgeplane started",
+        version=__version__,
+        edge=f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}",
+        api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
+        data_dir=str(settings.data_dir),
+    )
+    try:
+        await asyncio.gather(listeners[0].serve([edge_socket]), listeners[1].serve([api_socket]))
+    finally:
+        for pool in pools.values():
+            await pool.stop()
+            for node in pool.nodes:
+                node.close()
+        if chain is not None:
+            await chain.stop()

@@ -61,6 +61,9 @@ def serve(
     ] = None,
     log_level: Annotated[str | None, typer.Option("--log-level", help="debug, info, warning or error.")] = None,
     log_format: Annotated[str | None, typer.Option("--log-format", help="json or console.")] = None,
+    fresh_chain: Annotated[
+        bool, typer.Option("--fresh-chain", help="Discard the stored development chain and start a new one.")
+    ] = False,
 ) -> None:
     """Run the edge and API listeners (with embedded defaults when nothing is configured)."""
     import uvloop
@@ -80,6 +83,8 @@ def serve(
     }
     try:
         settings = load_settings(config_file=config, overrides=overrides, upstreams=upstream)
+        if fresh_chain:
+            settings = settings.model_copy(update={"dev_chain": settings.dev_chain.model_copy(update={"fresh": True})})
     except ConfigError as exc:
         typer.echo(f"edgeplane: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -91,3 +96,91 @@ def serve(
     except OSError as exc:
         typer.echo(f"edgeplane: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+chain_app = typer.Typer(
+    help="The embedded Ethereum development chain (py-evm, Prague), as a local JSON-RPC node.",
+    no_args_is_help=False,
+)
+app.add_typer(chain_app, name="chain")
+
+
+@chain_app.callback(invoke_without_command=True)
+def chain(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8545,
+    chain_id: Annotated[int, typer.Option("--chain-id", help="Chain id; not that of a public network.")] = 1337,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Where the chain is kept (default: <data dir>/chain).")
+    ] = None,
+    no_persist: Annotated[bool, typer.Option("--no-persist", help="Keep the chain in memory only.")] = False,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Discard the stored chain and start a new one.")] = False,
+    block_time: Annotated[
+        float | None, typer.Option("--block-time", help="Mine every N seconds instead of on every transaction.")
+    ] = None,
+    accounts: Annotated[int, typer.Option("--accounts", help="Prefunded development accounts.")] = 10,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    log_format: Annotated[str, typer.Option("--log-format", help="json or console.")] = "console",
+    fd: Annotated[int | None, typer.Option("--fd", hidden=True, help="Serve on this inherited socket.")] = None,
+    network: Annotated[
+        list[str] | None, typer.Option("--network", hidden=True, help="Serve these named chains at /<name>.")
+    ] = None,
+) -> None:
+    """Run the development chain as a JSON-RPC node (the default command of `edgeplane chain`)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import socket
+
+    import uvloop
+
+    from edgeplane.chain.runner import prepare_data_dir, run_chain_server
+    from edgeplane.config import default_data_dir
+    from edgeplane.structured_logging import configure_logging
+
+    configure_logging(level=log_level, fmt=log_format)
+    if chain_id in _PUBLIC_CHAIN_IDS:
+        typer.echo(f"edgeplane: chain id {chain_id} belongs to a public network; choose another", err=True)
+        raise typer.Exit(2)
+    directory = None if no_persist else (data_dir or default_data_dir() / "chain")
+    try:
+        prepare_data_dir(directory, fresh=fresh)
+        if fd is not None:
+            listener = socket.socket(fileno=fd)
+        else:
+            from edgeplane.app import bind_listener
+
+            listener = bind_listener(host, port)
+        uvloop.run(
+            run_chain_server(
+                listener,
+                chain_id=chain_id,
+                data_dir=directory,
+                block_time=block_time,
+                networks=frozenset(network) if network else None,
+                accounts=accounts,
+            )
+        )
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        typer.echo(f"edgeplane: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@chain_app.command("accounts")
+def chain_accounts(
+    count: Annotated[int, typer.Option("--count", help="How many accounts to list.")] = 10,
+) -> None:
+    """List the prefunded development accounts and their private keys (public knowledge: never use them for
+    real funds)."""
+    from edgeplane.chain.dev_accounts import DEV_ACCOUNT_BALANCE_WEI, DEV_MNEMONIC, dev_accounts
+
+    typer.echo(f"Mnemonic: {DEV_MNEMONIC}")
+    typer.echo(f"Balance: {DEV_ACCOUNT_BALANCE_WEI // 10**18} ETH each")
+    for index, account in enumerate(dev_accounts(count)):
+        typer.echo(f"({index}) {account.address} {account.private_key}")
+
+
+# Chain ids of public networks a development chain must not use (mainnet, testnets and major L2s).
+_PUBLIC_CHAIN_IDS = frozenset({1, 5, 10, 56, 100, 137, 8453, 17000, 42161, 11155111, 560048})

@@ -96,6 +96,19 @@ class GatewaySettings(BaseModel):
     )
 
 
+class DevChainSettings(BaseModel):
+    """The embedded development chain, the upstream of every network that has no node configured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chain_id: int = Field(default=1337, ge=1, description="not the id of any public network")
+    block_time_seconds: float | None = Field(
+        default=None, gt=0, description="mine every N seconds; unset: mine on every transaction"
+    )
+    persist: bool = Field(default=True, description="keep the chain in <data dir>/chain across restarts")
+    fresh: bool = Field(default=False, description="discard the stored chain at start")
+
+
 def _default_networks() -> dict[str, NetworkSettings]:
     return {name: NetworkSettings() for name in ("mainnet", "sepolia", "holesky")}
 
@@ -114,6 +127,7 @@ class Settings(BaseSettings):
     log_format: Literal["json", "console"] = "json"
     networks: dict[str, NetworkSettings] = Field(default_factory=_default_networks)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    dev_chain: DevChainSettings = Field(default_factory=DevChainSettings)
 
     @field_validator("networks")
     @classmethod

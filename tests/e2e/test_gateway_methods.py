@@ -195,14 +195,10 @@ def test_http_errors(edge: EdgeplaneProcess) -> None:
     assert localhost.status_code == 200
 
 
-def test_network_without_upstream_answers_a_coded_error(edge: EdgeplaneProcess) -> None:
+def test_network_without_upstream_is_served_by_the_development_chain(edge: EdgeplaneProcess) -> None:
     response = rpc(edge.rpc_url("sepolia"), "eth_chainId", [], request_id=3)
-    assert response.status_code == 502
-    assert response.json() == {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "error": {"code": -32002, "message": "no upstream node is configured for network 'sepolia'"},
-    }
+    assert response.status_code == 200
+    assert response.json() == {"jsonrpc": "2.0", "id": 3, "result": hex(1337)}
 
 
 def test_health_and_metrics(edge: EdgeplaneProcess) -> None:

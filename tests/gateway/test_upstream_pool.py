@@ -56,7 +56,7 @@ async def make_pool() -> AsyncIterator[Callable[..., object]]:
             await server.start()
             servers.append(server)
             nodes.append(server)
-        upstreams = [UpstreamNode(UpstreamSettings(url=node.url), session, timeout_seconds=5) for node in nodes]
+        upstreams = [UpstreamNode(UpstreamSettings(url=node.url), timeout_seconds=5) for node in nodes]
         return UpstreamPool("testnet", upstreams, GatewaySettings(max_attempts=3)), nodes
 
     yield factory

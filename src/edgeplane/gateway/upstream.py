@@ -1,4 +1,4 @@
-"""One upstream Ethereum node: its HTTP JSON-RPC transport and what the pool knows of its health.
+"""One upstream Ethereum node: its JSON-RPC client over ``HttpTransport`` and what the pool knows of its health.
 
 Transport failures (connection errors, timeouts, HTTP 429 and 5xx, a body that is not JSON) raise
 ``UpstreamTransportError``, which the pool answers by failing over. A JSON-RPC error from the node is its answer and
@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import orjson
 
 from edgeplane.config import TraceFilterStrategy, UpstreamSettings
 from edgeplane.gateway.errors import UpstreamRejected
+from edgeplane.gateway.http_transport import DEFAULT_MAX_CONNECTIONS, HttpTransport, HttpTransportError
 
 # Node clients whose own trace_filter refuses ranges larger than this many blocks.
 KNOWN_TRACE_FILTER_RANGE_LIMITS: dict[str, int] = {"anvil": 300}
@@ -43,14 +43,20 @@ class NodeHealth:
 
 
 class UpstreamNode:
-    """An HTTP JSON-RPC client for one node, sharing the pool's connection pool."""
+    """An HTTP JSON-RPC client for one node, with its own pool of keep-alive connections."""
 
-    def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession, *, timeout_seconds: float) -> None:
+    def __init__(
+        self,
+        settings: UpstreamSettings,
+        *,
+        timeout_seconds: float,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
         self.settings = settings
         self.label = settings.label
         self.url = settings.url
-        self._session = session
-        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self._transport = HttpTransport(settings.url, max_connections=max_connections)
+        self._timeout_seconds = timeout_seconds
         self.health = NodeHealth(trace_filter=settings.trace_filter)
         self._next_id = 0
 
@@ -65,26 +71,22 @@ class UpstreamNode:
                 return limit
         return None
 
-    async def post(self, body: bytes, *, timeout_seconds: float | None = None) -> bytes:
+    async def post(self, body: bytes, *, timeout_seconds: float | None = None, idempotent: bool = False) -> bytes:
         """Sends a raw JSON-RPC body and returns the node's raw JSON answer.
 
+        ``idempotent`` lets the transport send the body again, once, when a kept-alive connection drops under it
+        before any answer; leave it false for anything that may change state.
         Raises ``UpstreamTransportError`` on connection errors, timeouts, HTTP 429/5xx and non-JSON answers.
         """
-        timeout = self._timeout if timeout_seconds is None else aiohttp.ClientTimeout(total=timeout_seconds)
         started = time.perf_counter()
         try:
-            async with self._session.post(
-                self.url,
-                data=body,
-                headers={"Content-Type": "application/json"},
-                timeout=timeout,
-            ) as response:
-                payload = await response.read()
-                status = response.status
-        except TimeoutError:
-            raise UpstreamTransportError(f"{self.label}: timed out") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamTransportError(f"{self.label}: {type(exc).__name__}: {exc}") from None
+            status, payload = await self._transport.post(
+                body,
+                timeout_seconds=self._timeout_seconds if timeout_seconds is None else timeout_seconds,
+                idempotent=idempotent,
+            )
+        except HttpTransportError as exc:
+            raise UpstreamTransportError(f"{self.label}: {exc}") from None
         self.health.latency_seconds = time.perf_counter() - started
         if status == 429 or status >= 500:
             raise UpstreamTransportError(f"{self.label}: HTTP {status}")
@@ -97,10 +99,12 @@ class UpstreamNode:
         self._next_id += 1
         return self._next_id
 
-    async def call(self, method: str, params: list[Any], *, timeout_seconds: float | None = None) -> Any:
+    async def call(
+        self, method: str, params: list[Any], *, timeout_seconds: float | None = None, idempotent: bool = False
+    ) -> Any:
         """Calls one method and returns its result. Raises ``UpstreamRejected`` for a JSON-RPC error."""
         body = orjson.dumps({"jsonrpc": "2.0", "id": self._request_id(), "method": method, "params": params})
-        answer = _loads(await self.post(body, timeout_seconds=timeout_seconds), self.label)
+        answer = _loads(await self.post(body, timeout_seconds=timeout_seconds, idempotent=idempotent), self.label)
         if not isinstance(answer, dict):
             raise UpstreamTransportError(f"{self.label}: answer to {method} is not a JSON-RPC object")
         if "error" in answer and answer["error"] is not None:
@@ -110,7 +114,9 @@ class UpstreamNode:
             raise UpstreamTransportError(f"{self.label}: answer to {method} has no result")
         return answer["result"]
 
-    async def call_batch(self, calls: list[tuple[str, list[Any]]]) -> list[Any | UpstreamRejected]:
+    async def call_batch(
+        self, calls: list[tuple[str, list[Any]]], *, idempotent: bool = False
+    ) -> list[Any | UpstreamRejected]:
         """Calls several methods in one JSON-RPC batch; each slot holds a result or the node's error."""
         if not calls:
             return []
@@ -122,7 +128,7 @@ class UpstreamNode:
                 for index, (method, params) in enumerate(calls)
             ]
         )
-        answer = _loads(await self.post(body), self.label)
+        answer = _loads(await self.post(body, idempotent=idempotent), self.label)
         if not isinstance(answer, list):
             if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
                 # Some nodes answer a whole batch with one error (for example, batches disabled).
@@ -146,14 +152,20 @@ class UpstreamNode:
         try:
             async with asyncio.timeout(timeout_seconds):
                 if self.health.client_version is None:
-                    version = await self.call("web3_clientVersion", [], timeout_seconds=timeout_seconds)
+                    version = await self.call(
+                        "web3_clientVersion", [], timeout_seconds=timeout_seconds, idempotent=True
+                    )
                     self.health.client_version = str(version)
-                head = await self.call("eth_blockNumber", [], timeout_seconds=timeout_seconds)
+                head = await self.call("eth_blockNumber", [], timeout_seconds=timeout_seconds, idempotent=True)
             self.record_head(int(str(head), 16))
             self.record_success()
         except (UpstreamTransportError, UpstreamRejected, TimeoutError, ValueError) as exc:
             self.record_failure(str(exc) or type(exc).__name__)
         self.health.checked_at = time.monotonic()
+
+    def close(self) -> None:
+        """Closes the node's connections; later calls raise ``UpstreamTransportError``."""
+        self._transport.close()
 
     def record_head(self, head: int) -> None:
         """Notes the node's head block, as seen now."""

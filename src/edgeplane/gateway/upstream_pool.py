@@ -98,7 +98,7 @@ class UpstreamPool:
 
     async def forward(self, body: bytes, *, idempotent: bool) -> bytes:
         """Sends a raw single JSON-RPC request and returns the node's raw answer."""
-        return await self.execute(lambda node: node.post(body), idempotent=idempotent)
+        return await self.execute(lambda node: node.post(body, idempotent=idempotent), idempotent=idempotent)
 
     # -- block numbers -----------------------------------------------------------------------------------------
 

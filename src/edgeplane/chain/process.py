@@ -1,0 +1,119 @@
+"""The development chain as a child process of ``edgeplane serve``, kept running.
+
+The parent binds the chain's loopback port and hands the socket to the child, so the port is known before the
+child starts and nothing can take it in between. If the child dies it is started again (after a pause that grows
+with repeated failures); the gateway meanwhile answers -32002 and retries, as for any failed node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import sys
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+class ChainProcess:
+    """Starts and supervises ``edgeplane chain`` serving the given networks."""
+
+    def __init__(
+        self,
+        *,
+        networks: list[str],
+        data_dir: Path | None,
+        chain_id: int,
+        block_time: float | None,
+        fresh: bool,
+        log_level: str,
+    ) -> None:
+        self.networks = networks
+        self.data_dir = data_dir
+        self.chain_id = chain_id
+        self.block_time = block_time
+        self.fresh = fresh
+        self.log_level = log_level
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(1024)
+        self._socket.set_inheritable(True)
+        self.port: int = self._socket.getsockname()[1]
+        self._process: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def url(self, network: str) -> str:
+        """The JSON-RPC URL of one network's chain."""
+        return f"http://127.0.0.1:{self.port}/{network}"
+
+    def _command(self, *, fresh: bool) -> list[str]:
+        command = [
+            sys.executable,
+            "-m",
+            "edgeplane",
+            "chain",
+            "--fd",
+            str(self._socket.fileno()),
+            "--chain-id",
+            str(self.chain_id),
+            "--log-level",
+            self.log_level,
+        ]
+        command += ["--data-dir", str(self.data_dir)] if self.data_dir is not None else ["--no-persist"]
+        if self.block_time is not None:
+            command += ["--block-time", str(self.block_time)]
+        if fresh:
+            command.append("--fresh")
+        for network in self.networks:
+            command += ["--network", network]
+        return command
+
+    async def start(self) -> None:
+        """Starts the child and its supervision."""
+        await self._spawn(fresh=self.fresh)
+        self._supervisor = asyncio.create_task(self._supervise(), name="devchain-supervisor")
+
+    async def _spawn(self, *, fresh: bool) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            *self._command(fresh=fresh), pass_fds=(self._socket.fileno(),)
+        )
+        log.info(
+            "started the development chain",
+            networks=self.networks,
+            url=f"http://127.0.0.1:{self.port}/<network>",
+            pid=self._process.pid,
+        )
+
+    async def _supervise(self) -> None:
+        pause = 0.5
+        while not self._stopping:
+            assert self._process is not None
+            code = await self._process.wait()
+            if self._stopping:
+                return
+            log.error("the development chain exited; starting it again", exit_code=code, pause_seconds=pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 30.0)
+            await self._spawn(fresh=False)
+
+    async def stop(self) -> None:
+        """Stops the child (SIGTERM, then SIGKILL after 10 s)."""
+        self._stopping = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        process = self._process
+        if process is not None and process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), timeout=10)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        self._socket.close()
