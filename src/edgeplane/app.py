@@ -119,6 +119,8 @@ async def serve(settings: Settings) -> None:
             log_level=settings.log_level,
         )
         await chain.start()
+        if not await chain.wait_ready():
+            log.error("the development chain did not become ready; its networks answer -32002 until it does")
         log.info(
             "networks without an upstream node are served by the embedded development chain",
             networks=chain_networks,

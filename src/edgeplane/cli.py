@@ -134,6 +134,7 @@ def chain(
 
     import uvloop
 
+    from edgeplane.chain.errors import ChainError
     from edgeplane.chain.runner import prepare_data_dir, run_chain_server
     from edgeplane.config import default_data_dir
     from edgeplane.structured_logging import configure_logging
@@ -163,7 +164,7 @@ def chain(
         )
     except KeyboardInterrupt:
         pass
-    except OSError as exc:
+    except (OSError, ChainError) as exc:
         typer.echo(f"edgeplane: {exc}", err=True)
         raise typer.Exit(1) from None
 

@@ -78,6 +78,25 @@ class ChainProcess:
         await self._spawn(fresh=self.fresh)
         self._supervisor = asyncio.create_task(self._supervise(), name="devchain-supervisor")
 
+    async def wait_ready(self, timeout_seconds: float = 60.0) -> bool:
+        """Waits until the chain answers its health check; False if it did not within the timeout."""
+        deadline = asyncio.get_running_loop().time() + timeout_seconds
+        while asyncio.get_running_loop().time() < deadline:
+            if self._process is not None and self._process.returncode is not None and self._stopping:
+                return False
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.write(b"GET /healthz HTTP/1.1\r\nHost: devchain\r\nConnection: close\r\n\r\n")
+                await writer.drain()
+                status_line = await asyncio.wait_for(reader.readline(), timeout=5)
+                writer.close()
+                if b" 200 " in status_line:
+                    return True
+            except (OSError, TimeoutError):
+                pass
+            await asyncio.sleep(0.1)
+        return False
+
     async def _spawn(self, *, fresh: bool) -> None:
         self._process = await asyncio.create_subprocess_exec(
             *self._command(fresh=fresh), pass_fds=(self._socket.fileno(),)

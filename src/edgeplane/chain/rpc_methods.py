@@ -20,7 +20,7 @@ from eth.vm.spoof import SpoofTransaction
 from eth_abi.abi import decode as abi_decode
 from eth_account import Account
 from eth_typing import Address
-from eth_utils.address import to_canonical_address
+from eth_utils.address import to_canonical_address, to_checksum_address
 from eth_utils.crypto import keccak
 from trie.hexary import HexaryTrie
 
@@ -249,7 +249,7 @@ class ChainRpc:
             "data": _data(call.get("data", call.get("input", "0x")), name="data"),
         }
         if call.get("to") is not None:
-            fields["to"] = parse_address(call["to"], name="to")
+            fields["to"] = to_checksum_address(parse_address(call["to"], name="to"))
         fields["gas"] = (
             parse_quantity(call["gas"], name="gas") if call.get("gas") is not None else self._estimate(call, None)
         )
