@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from edgeplane.rpc_error import RpcError
 
 
-class ChainError(Exception):
+class ChainError(RpcError):
     """A JSON-RPC error a node would answer: code -32000 unless said otherwise."""
 
     code = -32000
-
-    def __init__(self, message: str, *, data: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.data = data
-
-    def to_error_object(self) -> dict[str, Any]:
-        """The JSON-RPC ``error`` member."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
 
 
 class InvalidParams(ChainError):

@@ -20,8 +20,8 @@ from edgeplane.chain.dev_chain import ChainConfig, DevChain
 from edgeplane.chain.errors import ChainError, InvalidParams, MethodNotFound
 from edgeplane.chain.json_shapes import hex_bytes
 from edgeplane.chain.rpc_methods import ChainRpc
-from edgeplane.gateway.errors import GatewayError
 from edgeplane.gateway.quantities import parse_quantity
+from edgeplane.rpc_error import RpcError
 
 log = structlog.get_logger(__name__)
 
@@ -111,7 +111,7 @@ class ChainNode:
         return "0x0"
 
     async def call(self, method: str, params: list[Any]) -> Any:
-        """Runs one method. Raises ``ChainError`` or ``GatewayError`` (bad parameters) for errors."""
+        """Runs one method. Raises ``RpcError`` (a ``ChainError``, or a parameter error) for errors."""
         if method == "eth_sendRawTransaction":
             return await self.send(self.rpc.decode_raw(params))
         if method == "eth_sendTransaction":
@@ -190,7 +190,7 @@ class ChainServerApp:
             return _error_object(request_id, -32602, "params must be an array")
         try:
             result = await node.call(item["method"], params)
-        except (ChainError, GatewayError) as error:
+        except RpcError as error:
             return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
         except Exception:
             log.exception("chain method failed", method=item["method"])

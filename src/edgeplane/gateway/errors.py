@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeplane.rpc_error import RpcError
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -19,23 +21,11 @@ UPSTREAM_UNAVAILABLE = -32002
 LIMIT_EXCEEDED = -32005
 
 
-class GatewayError(Exception):
-    """A failure with a JSON-RPC error code, a message, and the HTTP status for a single request."""
+class GatewayError(RpcError):
+    """A gateway failure: a JSON-RPC error plus the HTTP status to answer a single request with."""
 
     code: int = INTERNAL_ERROR
     http_status: int = 200
-
-    def __init__(self, message: str, *, data: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.data = data
-
-    def to_error_object(self) -> dict[str, Any]:
-        """The JSON-RPC ``error`` member for this failure."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
 
 
 class ParseError(GatewayError):
