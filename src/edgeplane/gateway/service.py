@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from prometheus_client import Counter
 
 from edgeplane import metrics
 from edgeplane.config import GatewaySettings
@@ -65,12 +66,19 @@ class Gateway:
         self._traces = TraceFilterService(policy.limits, concurrency=settings.trace_filter_concurrency)
         known = policy.supported | set(policy.unsupported)
         self._metric_names = frozenset(known)
+        # Labelled children are looked up once: prometheus_client's labels() costs more than the increment.
+        self._counters: dict[tuple[str, str, str], Counter] = {}
 
     def _method_label(self, method: str) -> str:
         return method if method in self._metric_names else "other"
 
     def _count(self, network: str, method: str, outcome: str) -> None:
-        metrics.GATEWAY_REQUESTS.labels(network, self._method_label(method), outcome).inc()
+        key = (network, method, outcome)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = metrics.GATEWAY_REQUESTS.labels(network, self._method_label(method), outcome)
+            self._counters[key] = counter
+        counter.inc()
 
     def unknown_network(self, network: str) -> GatewayResponse:
         """The 404 answer for a network this gateway does not serve."""

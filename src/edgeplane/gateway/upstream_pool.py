@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import structlog
+from prometheus_client import Histogram
 
 from edgeplane import metrics
 from edgeplane.config import GatewaySettings
@@ -38,6 +39,7 @@ class UpstreamPool:
         self._turn = itertools.count()
         self._tag_cache: dict[str, tuple[int, float]] = {}
         self._health_task: asyncio.Task[None] | None = None
+        self._latency: dict[str, Histogram] = {}
 
     # -- using the nodes ---------------------------------------------------------------------------------------
 
@@ -90,7 +92,10 @@ class UpstreamPool:
         )
 
     def _answered(self, node: UpstreamNode, started: float) -> None:
-        metrics.UPSTREAM_LATENCY.labels(self.network, node.label).observe(time.perf_counter() - started)
+        histogram = self._latency.get(node.label)
+        if histogram is None:
+            histogram = self._latency[node.label] = metrics.UPSTREAM_LATENCY.labels(self.network, node.label)
+        histogram.observe(time.perf_counter() - started)
         if not node.health.healthy:
             log.info("upstream recovered", network=self.network, upstream=node.label)
             metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(1)
