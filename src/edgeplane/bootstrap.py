@@ -1,8 +1,10 @@
-"""First start: an empty data directory gets an account, an admin user and a zone, and their credentials.
+"""First start: an empty configuration database gets an account, an admin user, an API token and a zone (with
+``localhost`` and ``127.0.0.1`` as web3 hostnames), and their credentials.
 
 The credentials are written to ``<data dir>/credentials.json`` (mode 0600), the user's copy, in the formats real
 tools check: a 37-character lowercase hex global API key, a 40-character API token of ``[A-Za-z0-9_-]``, and
-32-character hex ids. A later start reads the file and creates nothing.
+32-character hex ids. The database keeps only hashes of the secrets. A later start creates nothing; a data
+directory that has the file but an empty database (made before the database existed) has its identity imported.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ import secrets
 import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edgeplane.store.database import Database
 
 BOOTSTRAP_ZONE_NAME = "localhost"
 BOOTSTRAP_EMAIL = "admin@edgeplane.localhost"
@@ -47,6 +53,74 @@ def new_api_token() -> str:
 def new_object_id() -> str:
     """A zone, account, ruleset or rule id: 32 lowercase hex characters."""
     return secrets.token_hex(16)
+
+
+def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
+    """Creates the bootstrap identity when the database has no account. Returns whether it did.
+    Raises ``OSError`` when the data directory cannot be written."""
+    from sqlalchemy import select
+
+    from edgeplane.api.credentials import secret_hash
+    from edgeplane.store.models import Account, ApiToken, User, Web3Hostname, Zone
+
+    with database.session() as session:
+        if session.scalars(select(Account)).first() is not None:
+            return False
+        credentials, _ = ensure_credentials(data_dir)
+        user_id = new_object_id()
+        session.add(Account(id=credentials.account_id, name=f"{credentials.email}'s Account"))
+        session.flush()
+        session.add(
+            User(
+                id=user_id,
+                email=credentials.email,
+                account_id=credentials.account_id,
+                api_key_hash=secret_hash(credentials.api_key),
+            )
+        )
+        session.flush()
+        session.add(
+            ApiToken(
+                id=new_object_id(),
+                user_id=user_id,
+                name="bootstrap token",
+                value_hash=secret_hash(credentials.api_token),
+                status="active",
+                policies=[
+                    {
+                        "id": new_object_id(),
+                        "effect": "allow",
+                        "resources": {f"com.cloudflare.api.account.{credentials.account_id}": "*"},
+                        "permission_groups": [{"id": "bootstrap", "name": "All permissions"}],
+                    }
+                ],
+            )
+        )
+        session.add(
+            Zone(
+                id=credentials.zone_id,
+                account_id=credentials.account_id,
+                name=credentials.zone_name,
+                plan="enterprise",
+                status="active",
+                type="full",
+                paused=False,
+            )
+        )
+        session.flush()
+        for name in BOOTSTRAP_WEB3_HOSTNAMES:
+            session.add(
+                Web3Hostname(
+                    id=new_object_id(),
+                    zone_id=credentials.zone_id,
+                    name=name,
+                    target="ethereum",
+                    description="bootstrap",
+                    dnslink="",
+                    status="active",
+                )
+            )
+    return True
 
 
 def ensure_credentials(data_dir: Path) -> tuple[Credentials, bool]:

@@ -1,7 +1,7 @@
 """The API listener's application: ``/healthz``, ``/metrics`` and the ``/client/v4`` control plane.
 
-Until the control plane's resources exist, every ``/client/v4`` path answers a v4 envelope with error 7003 and
-HTTP 404, as the real API does for a path it cannot route.
+A ``/client/v4`` path that no resource serves answers a v4 envelope with error 7003 and HTTP 404, as the real API
+does for a path it cannot route.
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
+
+from edgeplane.api import accounts, tokens, web3_hostnames, zones
+from edgeplane.api.endpoint import ControlPlane, envelope_response
+from edgeplane.api.errors import not_found
+
+V4 = "/client/v4"
 
 
 async def healthz(request: Request) -> Response:
@@ -25,30 +31,49 @@ async def prometheus_metrics(request: Request) -> Response:
 
 async def unrouted(request: Request) -> Response:
     """A v4 envelope for a path the control plane does not serve."""
-    return JSONResponse(
-        {
-            "success": False,
-            "errors": [
-                {
-                    "code": 7003,
-                    "message": f"Could not route to {request.url.path}, perhaps your object identifier is invalid?",
-                }
-            ],
-            "messages": [],
-            "result": None,
-        },
-        status_code=404,
-    )
+    error = not_found(request.url.path)
+    return envelope_response(error.status, success=False, errors=error.errors, result=None)
 
 
-def build_api_app() -> Starlette:
-    """The control plane application."""
+def v4_routes(plane: ControlPlane) -> list[BaseRoute]:
+    """Every ``/client/v4`` resource."""
+    endpoint = plane.endpoint
+    table = [
+        ("/user/tokens/verify", "GET", tokens.verify_token),
+        ("/user/tokens", "GET", tokens.list_tokens),
+        ("/user/tokens", "POST", tokens.create_token),
+        ("/user/tokens/{token_id}", "GET", tokens.get_token),
+        ("/user/tokens/{token_id}", "DELETE", tokens.delete_token),
+        ("/accounts", "GET", accounts.list_accounts),
+        ("/accounts/{account_id}", "GET", accounts.get_account),
+        ("/zones", "GET", zones.list_zones),
+        ("/zones", "POST", zones.create_zone),
+        ("/zones/{zone_id}", "GET", zones.get_zone),
+        ("/zones/{zone_id}", "PATCH", zones.edit_zone),
+        ("/zones/{zone_id}", "DELETE", zones.delete_zone),
+        ("/zones/{zone_id}/web3/hostnames", "GET", web3_hostnames.list_hostnames),
+        ("/zones/{zone_id}/web3/hostnames", "POST", web3_hostnames.create_hostname),
+        ("/zones/{zone_id}/web3/hostnames/{identifier}", "GET", web3_hostnames.get_hostname),
+        ("/zones/{zone_id}/web3/hostnames/{identifier}", "PATCH", web3_hostnames.edit_hostname),
+        ("/zones/{zone_id}/web3/hostnames/{identifier}", "DELETE", web3_hostnames.delete_hostname),
+    ]
+    # Starlette keeps looking past a route whose path matches but whose method does not.
+    return [Route(V4 + path, endpoint(handler), methods=[method]) for path, method, handler in table]
+
+
+def build_api_app(plane: ControlPlane | None = None) -> Starlette:
+    """The control plane application; without a ``ControlPlane`` only health and metrics are served."""
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-    return Starlette(
-        routes=[
-            Route("/healthz", healthz),
-            Route("/metrics", prometheus_metrics),
-            Route("/client/v4/{path:path}", unrouted, methods=methods),
-            Route("/client/v4", unrouted, methods=methods),
-        ]
-    )
+    routes: list[BaseRoute] = [Route("/healthz", healthz), Route("/metrics", prometheus_metrics)]
+    if plane is not None:
+        routes += v4_routes(plane)
+    routes += [Route(V4 + "/{path:path}", unrouted, methods=methods), Route(V4, unrouted, methods=methods)]
+    app = Starlette(routes=routes)
+
+    async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        return envelope_response(
+            405, success=False, errors=[{"code": 10405, "message": f"method {request.method} not allowed"}], result=None
+        )
+
+    app.add_exception_handler(405, method_not_allowed)
+    return app

@@ -1,0 +1,192 @@
+"""The one path every control-plane request takes: read and parse the body, authenticate, run the handler in a
+worker thread inside one database transaction, and answer with a v4 envelope.
+
+Handlers are plain synchronous functions of an ``ApiRequest``; they raise ``ApiError`` for anything the caller did
+wrong. The database work runs off the event loop, which the edge listener shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import structlog
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from edgeplane.api.auth import Principal, authenticate
+from edgeplane.api.errors import ApiError, bad_request
+from edgeplane.store.database import Database
+from edgeplane.store.models import ConfigVersion
+
+log = structlog.get_logger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(slots=True)
+class ApiRequest:
+    """What a handler sees of a request."""
+
+    principal: Principal
+    session: Session
+    path: str
+    path_params: Mapping[str, str]
+    query: Mapping[str, str]
+    body: Any
+
+
+@dataclass(slots=True)
+class ApiResult:
+    """What a handler answers: the result, list pagination, and whether configuration changed."""
+
+    result: Any
+    result_info: dict[str, Any] | None = None
+    status: int = 200
+    changed: bool = False
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+Handler = Callable[[ApiRequest], ApiResult]
+
+
+class ControlPlane:
+    """The shared state of the API: the database, and who to tell when configuration changes."""
+
+    def __init__(self, database: Database, on_change: Callable[[], None] | None = None) -> None:
+        self.database = database
+        self.on_change = on_change or (lambda: None)
+
+    def endpoint(self, handler: Handler) -> Callable[[Request], Any]:
+        """A Starlette endpoint running ``handler``."""
+
+        async def run(request: Request) -> Response:
+            raw = await request.body()
+            try:
+                if len(raw) > MAX_BODY_BYTES:
+                    raise ApiError(413, 1003, f"request body larger than {MAX_BODY_BYTES} bytes")
+                body = _parse_body(raw)
+                result = await run_in_threadpool(self._run, handler, request, body)
+            except ApiError as error:
+                return envelope_response(error.status, success=False, errors=error.errors, result=None)
+            except Exception:  # a bug must still answer a coded envelope
+                log.exception("control plane handler failed", path=request.url.path)
+                return envelope_response(
+                    500, success=False, errors=[{"code": 10001, "message": "internal error"}], result=None
+                )
+            return envelope_response(
+                result.status,
+                success=True,
+                errors=[],
+                result=result.result,
+                result_info=result.result_info,
+                messages=result.messages,
+            )
+
+        return run
+
+    def _run(self, handler: Handler, request: Request, body: Any) -> ApiResult:
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        with self.database.session() as session:
+            principal = authenticate(headers, session)
+            result = handler(
+                ApiRequest(
+                    principal=principal,
+                    session=session,
+                    path=request.url.path,
+                    path_params=request.path_params,
+                    query=request.query_params,
+                    body=body,
+                )
+            )
+            if result.changed:
+                bump_config_version(session)
+        if result.changed:
+            self.on_change()
+        return result
+
+
+def bump_config_version(session: Session) -> None:
+    """Marks configuration as changed, in the caller's transaction."""
+    updated = session.execute(update(ConfigVersion).values(version=ConfigVersion.version + 1))
+    if getattr(updated, "rowcount", 0) == 0:
+        session.add(ConfigVersion(id=1, version=1))
+
+
+def _parse_body(raw: bytes) -> Any:
+    if not raw.strip():
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"Malformed JSON in request body: {exc.msg}", code=6007) from None
+
+
+def envelope_response(
+    status: int,
+    *,
+    success: bool,
+    errors: list[dict[str, Any]],
+    result: Any,
+    result_info: dict[str, Any] | None = None,
+    messages: list[dict[str, Any]] | None = None,
+) -> Response:
+    """A v4 envelope."""
+    document: dict[str, Any] = {"success": success, "errors": errors, "messages": messages or [], "result": result}
+    if result_info is not None:
+        document["result_info"] = result_info
+    return Response(orjson.dumps(document), status_code=status, media_type="application/json")
+
+
+def paginate(
+    items: list[Any], query: Mapping[str, str], *, default_per_page: int = 20, max_per_page: int = 1000
+) -> ApiResult:
+    """One page of ``items``; a page past the end is an empty list (clients stop on an empty page)."""
+    page = _positive_int(query.get("page"), "page", default=1)
+    per_page = _positive_int(query.get("per_page"), "per_page", default=default_per_page)
+    if per_page > max_per_page:
+        raise bad_request(f"per_page must be at most {max_per_page}", pointer="/per_page")
+    start = (page - 1) * per_page
+    chosen = items[start : start + per_page]
+    total = len(items)
+    return ApiResult(
+        result=chosen,
+        result_info={
+            "page": page,
+            "per_page": per_page,
+            "count": len(chosen),
+            "total_count": total,
+            "total_pages": (total + per_page - 1) // per_page if total else 0,
+        },
+    )
+
+
+def _positive_int(value: str | None, name: str, *, default: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(float(value))
+    except ValueError:
+        raise bad_request(f"{name} must be a positive integer", pointer=f"/{name}") from None
+    if number < 1:
+        raise bad_request(f"{name} must be a positive integer", pointer=f"/{name}")
+    return number
+
+
+def require_object(body: Any) -> dict[str, Any]:
+    """The JSON body as an object, or a 400."""
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object", code=6007)
+    return body
+
+
+def reject_unknown(body: Mapping[str, Any], allowed: set[str] | frozenset[str]) -> None:
+    """A 400 naming the first member the endpoint does not know."""
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise bad_request(f"unknown field {unknown[0]!r}", pointer=f"/{unknown[0]}")

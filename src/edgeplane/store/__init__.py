@@ -1,0 +1,1 @@
+"""Configuration state: SQLAlchemy models, Alembic migrations, and the snapshot the data plane works from."""

@@ -1,0 +1,78 @@
+"""The configuration snapshot: an immutable picture of what the data plane needs, built from the database when
+configuration changes and swapped in whole. The request path reads only the snapshot, never the database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from edgeplane.store.models import ConfigVersion, LogpushJob, Web3Hostname, Zone
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneRoute:
+    """What the edge knows of a zone."""
+
+    zone_id: str
+    zone_name: str
+    account_id: str
+    plan: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSnapshot:
+    """The data plane's whole configuration at one version."""
+
+    version: int = 0
+    web3_hostnames: dict[str, ZoneRoute] = field(default_factory=dict)
+    logpush_jobs: tuple[dict[str, Any], ...] = ()
+
+    def web3_zone(self, host: str) -> ZoneRoute | None:
+        """The zone whose web3 gateway ``host`` serves, or None."""
+        return self.web3_hostnames.get(host)
+
+
+def build_snapshot(session: Session) -> ConfigSnapshot:
+    """Reads the configuration the data plane needs."""
+    version_row = session.get(ConfigVersion, 1)
+    zones = {zone.id: zone for zone in session.scalars(select(Zone)).all()}
+    hostnames: dict[str, ZoneRoute] = {}
+    for hostname in session.scalars(select(Web3Hostname).where(Web3Hostname.status == "active")).all():
+        zone = zones.get(hostname.zone_id)
+        if zone is None or zone.paused or hostname.target != "ethereum":
+            continue
+        hostnames[hostname.name] = ZoneRoute(zone.id, zone.name, zone.account_id, zone.plan)
+    jobs = tuple(
+        {
+            "id": job.id,
+            "zone_id": job.zone_id,
+            "account_id": job.account_id,
+            "dataset": job.dataset,
+            "enabled": job.enabled,
+            "destination_conf": job.destination_conf,
+            "filter": job.filter,
+            "output_options": job.output_options,
+            "logpull_options": job.logpull_options,
+            "max_upload_bytes": job.max_upload_bytes,
+            "max_upload_records": job.max_upload_records,
+            "max_upload_interval_seconds": job.max_upload_interval_seconds,
+        }
+        for job in session.scalars(select(LogpushJob).order_by(LogpushJob.id)).all()
+    )
+    return ConfigSnapshot(
+        version=version_row.version if version_row else 0, web3_hostnames=hostnames, logpush_jobs=jobs
+    )
+
+
+class SnapshotHolder:
+    """Holds the current snapshot; ``current`` is a plain attribute read, safe from any thread."""
+
+    def __init__(self, snapshot: ConfigSnapshot | None = None) -> None:
+        self.current = snapshot or ConfigSnapshot()
+
+    def replace(self, snapshot: ConfigSnapshot) -> None:
+        """Swaps in a new snapshot."""
+        self.current = snapshot
