@@ -10,17 +10,22 @@ from collections.abc import Iterator
 
 import structlog
 import uvicorn
+from sqlalchemy.exc import SQLAlchemyError
 
 from edgeplane import __version__
 from edgeplane.api.asgi import build_api_app
-from edgeplane.bootstrap import BOOTSTRAP_WEB3_HOSTNAMES, ensure_credentials
+from edgeplane.api.endpoint import ControlPlane
+from edgeplane.bootstrap import ensure_bootstrap, ensure_install_secret
 from edgeplane.chain.process import ChainProcess
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
-from edgeplane.edge.asgi import EdgeApp, EdgeRoutes
+from edgeplane.edge.http_server import HttpServer
+from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.store.database import Database, default_database_url
+from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, build_snapshot
 
 log = structlog.get_logger(__name__)
 
@@ -95,17 +100,32 @@ def _with_dev_chain(settings: Settings, chain: ChainProcess | None) -> Settings:
     return settings.model_copy(update={"networks": networks})
 
 
+def _read_snapshot(database: Database) -> ConfigSnapshot:
+    with database.session() as session:
+        return build_snapshot(session)
+
+
 async def serve(settings: Settings) -> None:
     """Runs the edge and API listeners until SIGINT or SIGTERM. Raises ``ListenError`` when a port is taken."""
     edge_socket = bind_listener(settings.edge_host, settings.edge_port)
     api_socket = bind_listener(settings.api_host, settings.api_port)
-    credentials, created = ensure_credentials(settings.data_dir)
-    if created:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    database = Database(settings.database_url or default_database_url(settings.data_dir))
+    try:
+        database.migrate()
+    except SQLAlchemyError as exc:
+        raise ListenError(f"cannot open the configuration database: {exc.__class__.__name__}: {exc.args[0]}") from None
+    if ensure_bootstrap(settings.data_dir, database):
         log.info(
-            "created the bootstrap account, user and zone",
+            "created the bootstrap account, user, API token and zone",
             credentials_file=str(settings.data_dir / "credentials.json"),
-            zone=credentials.zone_name,
         )
+    snapshots = SnapshotHolder(_read_snapshot(database))
+
+    def reload_snapshot() -> None:
+        snapshots.replace(_read_snapshot(database))
+
+    plane = ControlPlane(database, secret=ensure_install_secret(settings.data_dir), on_change=reload_snapshot)
     chain_networks = [name for name, network in settings.networks.items() if not network.upstreams]
     chain: ChainProcess | None = None
     if chain_networks:
@@ -132,19 +152,15 @@ async def serve(settings: Settings) -> None:
             log.info("network ready", network=name, upstreams=[node.label for node in pool.nodes])
         pool.start()
     gateway = Gateway(load_method_policy(), pools, settings.gateway)
-    edge = EdgeApp(
-        gateway,
-        EdgeRoutes(web3_hostnames=frozenset(BOOTSTRAP_WEB3_HOSTNAMES)),
+    edge = HttpServer(
+        EdgeRouter(gateway, snapshots),
         max_body_bytes=settings.gateway.max_body_bytes,
     )
-    listeners = [
-        _listener(edge, settings.edge_host, settings.edge_port),
-        _listener(build_api_app(), settings.api_host, settings.api_port),
-    ]
+    api = _listener(build_api_app(plane), settings.api_host, settings.api_port)
 
     def stop() -> None:
-        for listener in listeners:
-            listener.should_exit = True
+        edge.shutdown()
+        api.should_exit = True
 
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -157,7 +173,7 @@ async def serve(settings: Settings) -> None:
         data_dir=str(settings.data_dir),
     )
     try:
-        await asyncio.gather(listeners[0].serve([edge_socket]), listeners[1].serve([api_socket]))
+        await asyncio.gather(edge.serve(edge_socket), api.serve([api_socket]))
     finally:
         for pool in pools.values():
             await pool.stop()
@@ -165,3 +181,4 @@ async def serve(settings: Settings) -> None:
                 node.close()
         if chain is not None:
             await chain.stop()
+        database.close()

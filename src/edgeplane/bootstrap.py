@@ -147,3 +147,17 @@ def ensure_credentials(data_dir: Path) -> tuple[Credentials, bool]:
         os.fsync(file.fileno())
     os.replace(temporary, path)
     return credentials, True
+
+
+def ensure_install_secret(data_dir: Path) -> bytes:
+    """This installation's secret key (``<data dir>/secret.key``, mode 0600), created on first use. It keys what
+    the control plane derives rather than stores, such as Logpush ownership challenges."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "secret.key"
+    if path.exists():
+        return path.read_bytes()
+    secret = secrets.token_bytes(32)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(secret)
+    return secret

@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EDGEPLANE_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
     data_dir: Path = Field(default_factory=default_data_dir)
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL of the configuration database; unset: SQLite in the data dir"
+    )
     edge_host: str = "127.0.0.1"
     edge_port: int = Field(default=8787, ge=0, le=65535)
     api_host: str = "127.0.0.1"

@@ -64,6 +64,6 @@ def api(database: Database, tmp_path: Path) -> Iterator[Api]:
     ensure_bootstrap(tmp_path, database)
     credentials = json.loads((tmp_path / "credentials.json").read_text())
     changes: list[int] = []
-    plane = ControlPlane(database, on_change=lambda: changes.append(1))
+    plane = ControlPlane(database, secret=b"test-secret", on_change=lambda: changes.append(1))
     with TestClient(build_api_app(plane)) as client:
         yield Api(client, credentials, changes)

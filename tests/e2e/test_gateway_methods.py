@@ -212,9 +212,12 @@ def test_health_and_metrics(edge: EdgeplaneProcess) -> None:
     assert "edgeplane_upstream_request_duration_seconds_bucket" in metrics
     assert 'edgeplane_upstream_healthy{network="mainnet"' in metrics
     v4 = httpx.get(f"{edge.api_url}/client/v4/zones")
-    assert v4.status_code == 404
+    assert v4.status_code == 401
     assert v4.json()["success"] is False
-    assert v4.json()["errors"][0]["code"] == 7003
+    assert v4.json()["errors"][0]["code"] == 10000
+    unrouted = httpx.get(f"{edge.api_url}/client/v4/nothing")
+    assert unrouted.status_code == 404
+    assert unrouted.json()["errors"][0]["code"] == 7003
 
 
 def test_credentials_file(edge: EdgeplaneProcess) -> None:

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from edgeplane.api import accounts, tokens, web3_hostnames, zones
+from edgeplane.api import accounts, logpush, tokens, web3_hostnames, zones
 from edgeplane.api.endpoint import ControlPlane, envelope_response
 from edgeplane.api.errors import not_found
 
@@ -57,6 +57,23 @@ def v4_routes(plane: ControlPlane) -> list[BaseRoute]:
         ("/zones/{zone_id}/web3/hostnames/{identifier}", "PATCH", web3_hostnames.edit_hostname),
         ("/zones/{zone_id}/web3/hostnames/{identifier}", "DELETE", web3_hostnames.delete_hostname),
     ]
+    ownership = logpush.Ownership(plane.secret)
+    for scope in ("/zones/{zone_id}", "/accounts/{account_id}"):
+        base = scope + "/logpush"
+        table += [
+            (base + "/jobs", "GET", logpush.list_jobs),
+            (base + "/jobs", "POST", logpush.create_job),
+            (base + "/jobs/{job_id}", "GET", logpush.get_job),
+            (base + "/jobs/{job_id}", "PUT", logpush.update_job),
+            (base + "/jobs/{job_id}", "DELETE", logpush.delete_job),
+            (base + "/datasets/{dataset}/fields", "GET", logpush.dataset_fields),
+            (base + "/datasets/{dataset}/jobs", "GET", logpush.dataset_jobs),
+            (base + "/ownership", "POST", ownership.request_challenge),
+            (base + "/ownership/validate", "POST", ownership.validate),
+            (base + "/validate/destination", "POST", logpush.validate_destination),
+            (base + "/validate/destination/exists", "POST", logpush.destination_exists),
+            (base + "/validate/origin", "POST", logpush.validate_origin),
+        ]
     # Starlette keeps looking past a route whose path matches but whose method does not.
     return [Route(V4 + path, endpoint(handler), methods=[method]) for path, method, handler in table]
 

@@ -58,8 +58,9 @@ Handler = Callable[[ApiRequest], ApiResult]
 class ControlPlane:
     """The shared state of the API: the database, and who to tell when configuration changes."""
 
-    def __init__(self, database: Database, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, database: Database, *, secret: bytes, on_change: Callable[[], None] | None = None) -> None:
         self.database = database
+        self.secret = secret  # keys what the API derives rather than stores (ownership challenges)
         self.on_change = on_change or (lambda: None)
 
     def endpoint(self, handler: Handler) -> Callable[[Request], Any]:

@@ -1,0 +1,378 @@
+"""Logpush jobs (seed 001) under ``/zones/{zone_id}/logpush`` and ``/accounts/{account_id}/logpush``: jobs
+(list, create, get, update, delete), dataset fields and jobs, the ownership challenge, and the validation helpers.
+
+Everything a job holds is checked before it is stored: the dataset, the filter (against the dataset's fields and
+the filter language's limits, with the offending path in the error), ``logpull_options``/``output_options``
+(either derives the other), the destination, and the ranges of the upload limits. Account-level jobs read the logs
+of every zone of the account.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from edgeplane.api.accounts import visible_account
+from edgeplane.api.endpoint import ApiRequest, ApiResult, reject_unknown, require_object
+from edgeplane.api.errors import ApiError, bad_request, not_found
+from edgeplane.api.timestamps import rfc3339
+from edgeplane.api.zones import visible_zone
+from edgeplane.logs.datasets import DATASETS, Dataset, load_dataset
+from edgeplane.logs.destination_conf import FileDestination, parse_destination_conf
+from edgeplane.logs.errors import DestinationError, FilterError, OutputOptionsError, UnknownDatasetError
+from edgeplane.logs.filter_parser import parse_filter
+from edgeplane.logs.output_options import (
+    logpull_options_from_output,
+    output_options_from_logpull,
+    parse_logpull_options,
+    parse_output_options,
+)
+from edgeplane.store.models import LogpushJob
+
+MAX_JOBS_PER_ZONE = 4
+_NAME = re.compile(r"[a-zA-Z0-9.-]*")
+_JOB_MEMBERS = frozenset(
+    {
+        "dataset",
+        "enabled",
+        "name",
+        "destination_conf",
+        "logpull_options",
+        "output_options",
+        "filter",
+        "frequency",
+        "kind",
+        "max_upload_bytes",
+        "max_upload_records",
+        "max_upload_interval_seconds",
+        "ownership_challenge",
+        "filter_attack_traffic",
+    }
+)
+_READ_ONLY = frozenset({"id", "last_complete", "last_error", "error_message"})
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose jobs: one zone's or one account's."""
+
+    zone_id: str | None
+    account_id: str
+
+
+def _scope(request: ApiRequest, *, write: bool = False) -> Scope:
+    params = request.path_params
+    if "zone_id" in params:
+        zone = visible_zone(request, params["zone_id"])
+        if write and not request.principal.can_write_zone(zone.account_id, zone.id):
+            raise ApiError(403, 10000, "Authentication error")
+        return Scope(zone_id=zone.id, account_id=zone.account_id)
+    account = visible_account(request, params["account_id"], write=write)
+    return Scope(zone_id=None, account_id=account.id)
+
+
+def _jobs_query(scope: Scope) -> Any:
+    query = select(LogpushJob)
+    if scope.zone_id is not None:
+        return query.where(LogpushJob.zone_id == scope.zone_id)
+    return query.where(LogpushJob.account_id == scope.account_id, LogpushJob.zone_id.is_(None))
+
+
+def job_json(job: LogpushJob) -> dict[str, Any]:
+    """A job in the v4 shape; the filter is echoed as stored."""
+    return {
+        "id": job.id,
+        "dataset": job.dataset,
+        "enabled": job.enabled,
+        "name": job.name or None,
+        "destination_conf": job.destination_conf,
+        "logpull_options": job.logpull_options,
+        "output_options": job.output_options,
+        "filter": job.filter,
+        "frequency": job.frequency,
+        "kind": job.kind,
+        "max_upload_bytes": job.max_upload_bytes,
+        "max_upload_records": job.max_upload_records,
+        "max_upload_interval_seconds": job.max_upload_interval_seconds,
+        "last_complete": rfc3339(job.last_complete),
+        "last_error": rfc3339(job.last_error),
+        "error_message": job.error_message,
+    }
+
+
+def _job(request: ApiRequest, scope: Scope) -> LogpushJob:
+    raw = request.path_params["job_id"]
+    job = request.session.get(LogpushJob, int(raw)) if raw.isdigit() and len(raw) < 19 else None
+    if job is None or job.zone_id != scope.zone_id or job.account_id != scope.account_id:
+        raise not_found(request.path)
+    return job
+
+
+def _dataset(name: Any) -> Dataset:
+    if not isinstance(name, str):
+        raise bad_request(f"dataset must be one of {', '.join(DATASETS)}", pointer="/dataset")
+    try:
+        return load_dataset(name)
+    except UnknownDatasetError:
+        raise bad_request(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}", pointer="/dataset") from None
+
+
+def _int_in(body: dict[str, Any], member: str, default: int, low: int, high: int) -> int:
+    value = body.get(member)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or (value != 0 and not low <= value <= high):
+        raise bad_request(f"{member} must be 0 or between {low} and {high}", pointer=f"/{member}")
+    return value
+
+
+def _apply(job: LogpushJob, body: dict[str, Any], dataset: Dataset, *, creating: bool) -> None:
+    """Checks the members in ``body`` and sets them on ``job``."""
+    if "name" in body or creating:
+        name = body.get("name") or ""
+        if not isinstance(name, str) or len(name) > 512 or not _NAME.fullmatch(name):
+            raise bad_request("name may hold only letters, digits, dots and dashes (at most 512)", pointer="/name")
+        job.name = name
+    if "destination_conf" in body or creating:
+        conf = body.get("destination_conf")
+        try:
+            parse_destination_conf(conf)  # type: ignore[arg-type]
+        except DestinationError as error:
+            raise bad_request(str(error), code=1002, pointer="/destination_conf") from None
+        job.destination_conf = str(conf)
+    if "enabled" in body:
+        if not isinstance(body["enabled"], bool):
+            raise bad_request("enabled must be true or false", pointer="/enabled")
+        job.enabled = body["enabled"]
+    elif creating:
+        job.enabled = False
+    if "frequency" in body or creating:
+        frequency = body.get("frequency") or "high"
+        if frequency not in ("high", "low"):
+            raise bad_request("frequency must be high or low", pointer="/frequency")
+        job.frequency = frequency
+    if "kind" in body or creating:
+        kind = body.get("kind") or ""
+        if kind not in ("", "edge"):
+            raise bad_request('kind must be "" or "edge"', pointer="/kind")
+        job.kind = kind
+    if "filter" in body:
+        text = body["filter"]
+        if text is not None and text != "":
+            if not isinstance(text, str):
+                raise bad_request("filter must be a string holding JSON", pointer="/filter")
+            try:
+                parse_filter(text, dataset)
+            except FilterError as error:
+                raise bad_request(f"invalid filter: {error}", code=1004, pointer="/filter") from None
+            job.filter = text
+        else:
+            job.filter = None
+    _apply_options(job, body, dataset, creating=creating)
+    if "max_upload_bytes" in body or creating:
+        job.max_upload_bytes = _int_in(body, "max_upload_bytes", 0, 5_000_000, 1_000_000_000)
+    if "max_upload_records" in body or creating:
+        job.max_upload_records = _int_in(body, "max_upload_records", 100_000, 1_000, 1_000_000)
+    if "max_upload_interval_seconds" in body or creating:
+        job.max_upload_interval_seconds = _int_in(body, "max_upload_interval_seconds", 30, 30, 300)
+
+
+def _apply_options(job: LogpushJob, body: dict[str, Any], dataset: Dataset, *, creating: bool) -> None:
+    has_logpull = body.get("logpull_options") not in (None, "")
+    has_output = body.get("output_options") is not None
+    try:
+        if has_output:
+            output = parse_output_options(body["output_options"], dataset)
+            job.output_options = output.to_json()
+            if has_logpull:
+                if not isinstance(body["logpull_options"], str):
+                    raise OutputOptionsError("logpull_options", "must be a string")
+                job.logpull_options = parse_logpull_options(body["logpull_options"], dataset).to_query()
+            else:
+                job.logpull_options = logpull_options_from_output(output).to_query()
+        elif has_logpull:
+            if not isinstance(body["logpull_options"], str):
+                raise OutputOptionsError("logpull_options", "must be a string")
+            logpull = parse_logpull_options(body["logpull_options"], dataset)
+            job.logpull_options = logpull.to_query()
+            job.output_options = output_options_from_logpull(logpull).to_json()
+        elif creating or "output_options" in body or "logpull_options" in body:
+            output = parse_output_options(None, dataset)
+            job.output_options = output.to_json()
+            job.logpull_options = logpull_options_from_output(output).to_query()
+    except OutputOptionsError as error:
+        member = error.member.split(".", 1)[0] if error.member else "output_options"
+        raise bad_request(f"invalid {error}", code=1003, pointer="/" + member.replace(".", "/")) from None
+
+
+def list_jobs(request: ApiRequest) -> ApiResult:
+    """``GET .../logpush/jobs``."""
+    scope = _scope(request)
+    jobs = request.session.scalars(_jobs_query(scope).order_by(LogpushJob.id)).all()
+    return ApiResult([job_json(job) for job in jobs])
+
+
+def dataset_jobs(request: ApiRequest) -> ApiResult:
+    """``GET .../logpush/datasets/{dataset}/jobs``."""
+    scope = _scope(request)
+    dataset = _dataset(request.path_params["dataset"])
+    jobs = request.session.scalars(
+        _jobs_query(scope).where(LogpushJob.dataset == dataset.name).order_by(LogpushJob.id)
+    ).all()
+    return ApiResult([job_json(job) for job in jobs])
+
+
+def dataset_fields(request: ApiRequest) -> ApiResult:
+    """``GET .../logpush/datasets/{dataset}/fields``: field name → description."""
+    _scope(request)
+    dataset = _dataset(request.path_params["dataset"])
+    return ApiResult({field.name: field.description for field in dataset.fields})
+
+
+def get_job(request: ApiRequest) -> ApiResult:
+    """``GET .../logpush/jobs/{job_id}``."""
+    return ApiResult(job_json(_job(request, _scope(request))))
+
+
+def create_job(request: ApiRequest) -> ApiResult:
+    """``POST .../logpush/jobs``."""
+    scope = _scope(request, write=True)
+    body = require_object(request.body)
+    reject_unknown(body, _JOB_MEMBERS)
+    dataset = _dataset(body.get("dataset") or "http_requests")
+    if scope.zone_id is not None:
+        count = request.session.scalar(
+            select(func.count()).select_from(LogpushJob).where(LogpushJob.zone_id == scope.zone_id)
+        )
+        if (count or 0) >= MAX_JOBS_PER_ZONE:
+            raise bad_request(
+                f"creating a job would exceed the limit of {MAX_JOBS_PER_ZONE} Logpush jobs for this zone", code=1005
+            )
+    job = LogpushJob(zone_id=scope.zone_id, account_id=scope.account_id, dataset=dataset.name)
+    _apply(job, body, dataset, creating=True)
+    request.session.add(job)
+    request.session.flush()
+    return ApiResult(job_json(job), changed=True)
+
+
+def update_job(request: ApiRequest) -> ApiResult:
+    """``PUT .../logpush/jobs/{job_id}``: any member but ``dataset`` (fixed at creation)."""
+    scope = _scope(request, write=True)
+    job = _job(request, scope)
+    body = require_object(request.body)
+    reject_unknown(body, _JOB_MEMBERS | _READ_ONLY)
+    if "dataset" in body and body["dataset"] not in (None, job.dataset):
+        raise bad_request("dataset cannot be changed after the job is created", code=1006, pointer="/dataset")
+    _apply(job, {k: v for k, v in body.items() if k not in _READ_ONLY}, load_dataset(job.dataset), creating=False)
+    return ApiResult(job_json(job), changed=True)
+
+
+def delete_job(request: ApiRequest) -> ApiResult:
+    """``DELETE .../logpush/jobs/{job_id}``: answers ``{id}``."""
+    scope = _scope(request, write=True)
+    job = _job(request, scope)
+    request.session.delete(job)
+    return ApiResult({"id": job.id}, changed=True)
+
+
+# -- destinations -----------------------------------------------------------------------------------------------
+
+
+def _destination(body: Any) -> str:
+    body = require_object(body)
+    conf = body.get("destination_conf")
+    try:
+        parse_destination_conf(conf)
+    except DestinationError as error:
+        raise bad_request(str(error), code=1002, pointer="/destination_conf") from None
+    return str(conf)
+
+
+def challenge_token(secret: bytes, scope: Scope, conf: str) -> str:
+    """The ownership challenge for a destination: derived, so that validation needs nothing stored."""
+    message = f"{scope.zone_id or ''}|{scope.account_id}|{conf}".encode()
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+
+class Ownership:
+    """The ownership challenge: write a token to the destination, then prove it was read back."""
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+
+    def request_challenge(self, request: ApiRequest) -> ApiResult:
+        """``POST .../logpush/ownership``: writes the challenge file; answers its name."""
+        scope = _scope(request, write=True)
+        conf = _destination(request.body)
+        destination = parse_destination_conf(conf)
+        token = challenge_token(self.secret, scope, conf)
+        stamp = datetime.now(UTC).strftime("%Y%m%d")
+        if not isinstance(destination, FileDestination):
+            raise bad_request(
+                "this destination needs no ownership challenge: S3-compatible stores with endpoint= and https:// "
+                "destinations are checked when the job runs",
+                code=1002,
+                pointer="/destination_conf",
+            )
+        directory = Path(destination.directory.replace("{DATE}", stamp))
+        filename = f"ownership-challenge-{token[:16]}.txt"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / filename).write_text(token + "\n", encoding="utf-8")
+        except OSError as error:
+            raise bad_request(f"cannot write to the destination: {error.strerror}", code=1002) from None
+        return ApiResult({"filename": str(directory / filename), "message": "", "valid": True})
+
+    def validate(self, request: ApiRequest) -> ApiResult:
+        """``POST .../logpush/ownership/validate`` with ``destination_conf`` and ``ownership_challenge``."""
+        scope = _scope(request)
+        conf = _destination(request.body)
+        given = request.body.get("ownership_challenge")
+        expected = challenge_token(self.secret, scope, conf)
+        return ApiResult({"valid": isinstance(given, str) and hmac.compare_digest(given.strip(), expected)})
+
+
+def validate_destination(request: ApiRequest) -> ApiResult:
+    """``POST .../logpush/validate/destination``: the destination is well formed (and, for a directory, writable)."""
+    _scope(request)
+    body = require_object(request.body)
+    try:
+        destination = parse_destination_conf(body.get("destination_conf"))  # type: ignore[arg-type]
+    except DestinationError as error:
+        return ApiResult({"valid": False, "message": str(error)})
+    if isinstance(destination, FileDestination):
+        directory = Path(destination.directory.replace("{DATE}", datetime.now(UTC).strftime("%Y%m%d")))
+        parent = directory if directory.exists() else directory.parent
+        if not parent.exists():
+            return ApiResult({"valid": False, "message": f"{parent} does not exist"})
+    return ApiResult({"valid": True, "message": ""})
+
+
+def destination_exists(request: ApiRequest) -> ApiResult:
+    """``POST .../logpush/validate/destination/exists``: whether a job of this scope already pushes there."""
+    scope = _scope(request)
+    conf = _destination(request.body)
+    found = request.session.scalars(_jobs_query(scope).where(LogpushJob.destination_conf == conf)).first()
+    return ApiResult({"exists": found is not None})
+
+
+def validate_origin(request: ApiRequest) -> ApiResult:
+    """``POST .../logpush/validate/origin`` with ``logpull_options`` (and optional ``dataset``)."""
+    _scope(request)
+    body = require_object(request.body)
+    dataset = _dataset(body.get("dataset") or "http_requests")
+    options = body.get("logpull_options")
+    if not isinstance(options, str):
+        return ApiResult({"valid": False, "message": "logpull_options must be a string"})
+    try:
+        parse_logpull_options(options, dataset)
+    except OutputOptionsError as error:
+        return ApiResult({"valid": False, "message": str(error)})
+    return ApiResult({"valid": True, "message": ""})

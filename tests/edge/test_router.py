@@ -1,0 +1,95 @@
+"""The edge router's checks, in order, through the real server: each row is what a client sends and what it gets.
+
+The gateway behind it has one network whose node does not exist, so a request that passes every check gets the
+gateway's own answer for an unreachable node (502, -32002).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import pytest
+
+from edgeplane.config import GatewaySettings, UpstreamSettings
+from edgeplane.edge.http_server import HttpServer
+from edgeplane.edge.router import EdgeRouter
+from edgeplane.gateway.policy import load_method_policy
+from edgeplane.gateway.service import Gateway
+from edgeplane.gateway.upstream import UpstreamNode
+from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
+
+MAX_BODY = 4096
+CALL = b'{"jsonrpc":"2.0","id":7,"method":"eth_blockNumber","params":[]}'
+
+ROWS = [
+    # method, path, host, content type, body, expected status, expected error message (or fragment)
+    ("GET", "/healthz", "anything", None, b"", 200, None),
+    ("POST", "/", "localhost", "application/json", CALL, 404, "not found: /; use POST /v1/<network>"),
+    ("POST", "/v1/mainnet", "example.com", "application/json", CALL, 404, "no web3 gateway is configured"),
+    ("POST", "/v1/nowhere", "localhost", "application/json", CALL, 404, "unknown network 'nowhere'"),
+    ("GET", "/v1/mainnet", "localhost", "application/json", b"", 405, "method GET not allowed; use POST"),
+    ("POST", "/v1/mainnet", "localhost", "text/plain", CALL, 415, "unsupported media type"),
+    ("POST", "/v1/mainnet", "localhost", None, CALL, 415, "unsupported media type"),
+    # The head checks come before the size: a large body to the wrong host is a 404, not a 413.
+    ("POST", "/v1/mainnet", "example.com", "application/json", b" " * (MAX_BODY + 1), 404, "no web3 gateway"),
+    ("POST", "/v1/mainnet", "localhost", "application/json", b" " * (MAX_BODY + 1), 413, "larger than 4096 bytes"),
+    ("POST", "/v1/mainnet", "localhost:8787", "application/json; charset=utf-8", b"{", 400, None),
+    ("POST", "/v1/mainnet/", "127.0.0.1", "application/json", CALL, 502, None),
+]
+
+ZONE = ZoneRoute(zone_id="z" * 32, zone_name="localhost", account_id="a" * 32, plan="enterprise")
+
+
+async def _exchange(port: int, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    async with asyncio.timeout(10):
+        head = await reader.readuntil(b"\r\n\r\n")
+        status_line, *lines = head.decode("latin-1").split("\r\n")[:-2]
+        headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
+        body = await reader.readexactly(int(headers["content-length"]))
+    writer.close()
+    return int(status_line.split()[1]), headers, body
+
+
+@pytest.mark.parametrize(("method", "path", "host", "content_type", "body", "status", "message"), ROWS)
+async def test_router_checks(
+    method: str, path: str, host: str, content_type: str | None, body: bytes, status: int, message: str | None
+) -> None:
+    settings = GatewaySettings(request_timeout_seconds=1.0)
+    node = UpstreamNode(UpstreamSettings(url="http://127.0.0.1:9", name="nowhere"), timeout_seconds=1.0)
+    gateway = Gateway(load_method_policy(), {"mainnet": UpstreamPool("mainnet", [node], settings)}, settings)
+    server = HttpServer(
+        EdgeRouter(
+            gateway, SnapshotHolder(ConfigSnapshot(web3_hostnames={host: ZONE for host in ("localhost", "127.0.0.1")}))
+        ),
+        max_body_bytes=MAX_BODY,
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    sock.setblocking(False)
+    serving = asyncio.create_task(server.serve(sock))
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"
+    if content_type is not None:
+        head += f"Content-Type: {content_type}\r\n"
+    try:
+        got, headers, answer = await _exchange(sock.getsockname()[1], head.encode() + b"\r\n" + body)
+    finally:
+        server.shutdown()
+        await asyncio.wait_for(serving, 10)
+        node.close()
+    assert got == status
+    document = json.loads(answer)
+    if status == 200:
+        assert document == {"status": "ok"}
+        return
+    assert headers["content-type"] == "application/json"
+    if message is not None:
+        assert document["id"] is None
+        assert message in document["error"]["message"]
+    if status == 405:
+        assert headers["allow"] == "POST"
