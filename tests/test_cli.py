@@ -40,8 +40,10 @@ def test_first_start_writes_credentials_once_and_stops_cleanly(tmp_path: Path) -
     process = EdgeplaneProcess(data_dir).start()
     assert json.loads((data_dir / "credentials.json").read_text()) == first
     assert process.stop() == 0
-    assert "created the bootstrap account" in process.log()
-    assert first["api_token"] not in process.log()
+    full_log = process.log_path.read_text()
+    assert "created the bootstrap account" in full_log
+    assert first["api_token"] not in full_log
+    assert first["api_key"] not in full_log
 
 
 def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:

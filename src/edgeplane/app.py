@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 
 import structlog
@@ -17,15 +18,11 @@ from edgeplane.api.asgi import build_api_app
 from edgeplane.api.endpoint import ControlPlane
 from edgeplane.bootstrap import ensure_bootstrap, ensure_install_secret
 from edgeplane.chain.process import ChainProcess
+from edgeplane.child_process import ChildProcess
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
-from edgeplane.edge.http_server import HttpServer
-from edgeplane.edge.router import EdgeRouter
-from edgeplane.gateway.policy import load_method_policy
-from edgeplane.gateway.service import Gateway
-from edgeplane.gateway.upstream import UpstreamNode
-from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.edge.runtime import EdgeRuntime, read_snapshot
 from edgeplane.store.database import Database, default_database_url
-from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, build_snapshot
+from edgeplane.store.snapshot import SnapshotHolder
 
 log = structlog.get_logger(__name__)
 
@@ -76,19 +73,6 @@ def _listener(app: object, host: str, port: int) -> _Listener:
     return _Listener(config)
 
 
-def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
-    """One upstream pool per configured network; each node keeps its own keep-alive connections."""
-    timeout = settings.gateway.request_timeout_seconds
-    return {
-        name: UpstreamPool(
-            name,
-            [UpstreamNode(node, timeout_seconds=timeout) for node in network.upstreams],
-            settings.gateway,
-        )
-        for name, network in settings.networks.items()
-    }
-
-
 def _with_dev_chain(settings: Settings, chain: ChainProcess | None) -> Settings:
     """The settings with the development chain as the upstream of every network that has none."""
     if chain is None:
@@ -100,9 +84,34 @@ def _with_dev_chain(settings: Settings, chain: ChainProcess | None) -> Settings:
     return settings.model_copy(update={"networks": networks})
 
 
-def _read_snapshot(database: Database) -> ConfigSnapshot:
-    with database.session() as session:
-        return build_snapshot(session)
+def _edge_workers(
+    settings: Settings, edge_settings: Settings, edge_socket: socket.socket, database_url: str
+) -> list[ChildProcess]:
+    """Child processes that serve the edge socket beside this process, each with its own gateway."""
+    count = settings.edge_worker_count - 1
+    if count <= 0:
+        return []
+    run_dir = settings.data_dir / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    settings_file = run_dir / "edge-worker-settings.json"
+    settings_file.write_text(edge_settings.model_dump_json(), encoding="utf-8")
+    edge_socket.set_inheritable(True)
+    command = [
+        sys.executable,
+        "-m",
+        "edgeplane",
+        "edge-worker",
+        "--fd",
+        str(edge_socket.fileno()),
+        "--settings-file",
+        str(settings_file),
+        "--database-url",
+        database_url,
+    ]
+    return [
+        ChildProcess(f"edge-worker-{index}", lambda _first: command, pass_fds=(edge_socket.fileno(),))
+        for index in range(1, count + 1)
+    ]
 
 
 async def serve(settings: Settings) -> None:
@@ -120,10 +129,10 @@ async def serve(settings: Settings) -> None:
             "created the bootstrap account, user, API token and zone",
             credentials_file=str(settings.data_dir / "credentials.json"),
         )
-    snapshots = SnapshotHolder(_read_snapshot(database))
+    snapshots = SnapshotHolder(read_snapshot(database))
 
     def reload_snapshot() -> None:
-        snapshots.replace(_read_snapshot(database))
+        snapshots.replace(read_snapshot(database))
 
     plane = ControlPlane(database, secret=ensure_install_secret(settings.data_dir), on_change=reload_snapshot)
     chain_networks = [name for name, network in settings.networks.items() if not network.upstreams]
@@ -146,20 +155,18 @@ async def serve(settings: Settings) -> None:
             networks=chain_networks,
             chain_id=dev_chain.chain_id,
         )
-    pools = build_pools(_with_dev_chain(settings, chain))
-    for name, pool in pools.items():
+    edge_settings = _with_dev_chain(settings, chain)
+    for name, network in edge_settings.networks.items():
         if name not in chain_networks:
-            log.info("network ready", network=name, upstreams=[node.label for node in pool.nodes])
-        pool.start()
-    gateway = Gateway(load_method_policy(), pools, settings.gateway)
-    edge = HttpServer(
-        EdgeRouter(gateway, snapshots),
-        max_body_bytes=settings.gateway.max_body_bytes,
-    )
+            log.info("network ready", network=name, upstreams=[node.label for node in network.upstreams])
+    runtime = EdgeRuntime.build(edge_settings, snapshots)
+    workers = _edge_workers(settings, edge_settings, edge_socket, database.url)
+    for worker in workers:
+        await worker.start()
     api = _listener(build_api_app(plane), settings.api_host, settings.api_port)
 
     def stop() -> None:
-        edge.shutdown()
+        runtime.server.shutdown()
         api.should_exit = True
 
     loop = asyncio.get_running_loop()
@@ -169,16 +176,16 @@ async def serve(settings: Settings) -> None:
         "edgeplane started",
         version=__version__,
         edge=f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}",
+        edge_workers=1 + len(workers),
         api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
         data_dir=str(settings.data_dir),
     )
     try:
-        await asyncio.gather(edge.serve(edge_socket), api.serve([api_socket]))
+        await asyncio.gather(runtime.server.serve(edge_socket), api.serve([api_socket]))
     finally:
-        for pool in pools.values():
-            await pool.stop()
-            for node in pool.nodes:
-                node.close()
+        for worker in workers:
+            await worker.stop()
+        await runtime.close()
         if chain is not None:
             await chain.stop()
         database.close()

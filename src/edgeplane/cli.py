@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,6 +50,9 @@ def serve(
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Where edgeplane keeps its state.")] = None,
     edge_host: Annotated[str | None, typer.Option("--edge-host", help="Address of the edge listener.")] = None,
     edge_port: Annotated[int | None, typer.Option("--edge-port", help="Port of the edge listener.")] = None,
+    edge_workers: Annotated[
+        int | None, typer.Option("--edge-workers", help="Edge worker processes (default: one per core).")
+    ] = None,
     api_host: Annotated[str | None, typer.Option("--api-host", help="Address of the API listener.")] = None,
     api_port: Annotated[int | None, typer.Option("--api-port", help="Port of the API listener.")] = None,
     upstream: Annotated[
@@ -68,7 +72,6 @@ def serve(
     """Run the edge and API listeners (with embedded defaults when nothing is configured)."""
     import uvloop
 
-    from edgeplane.app import serve as run_service
     from edgeplane.config import ConfigError, load_settings
     from edgeplane.structured_logging import configure_logging
 
@@ -76,6 +79,7 @@ def serve(
         "data_dir": data_dir,
         "edge_host": edge_host,
         "edge_port": edge_port,
+        "edge_workers": edge_workers,
         "api_host": api_host,
         "api_port": api_port,
         "log_level": log_level,
@@ -89,6 +93,9 @@ def serve(
         typer.echo(f"edgeplane: {exc}", err=True)
         raise typer.Exit(2) from None
     configure_logging(level=settings.log_level, fmt=settings.log_format)
+    _share_metrics_between_processes(settings)
+    from edgeplane.app import serve as run_service  # after the metrics set-up: it imports prometheus_client
+
     try:
         uvloop.run(run_service(settings))
     except KeyboardInterrupt:
@@ -96,6 +103,42 @@ def serve(
     except OSError as exc:
         typer.echo(f"edgeplane: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+def _share_metrics_between_processes(settings: Any) -> None:
+    """With several edge workers, every process writes its metrics to a shared directory that ``/metrics`` reads
+    (prometheus_client's multiprocess mode); this must happen before prometheus_client is imported."""
+    import os
+    import shutil
+
+    if settings.edge_worker_count <= 1:
+        return
+    directory = settings.data_dir / "run" / "metrics"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+
+
+@app.command("edge-worker", hidden=True)
+def edge_worker(
+    fd: Annotated[int, typer.Option("--fd", help="The inherited edge socket.")],
+    settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
+    database_url: Annotated[str, typer.Option("--database-url", help="The configuration database.")],
+) -> None:
+    """An edge worker process, started by `edgeplane serve` (not for direct use)."""
+    import socket
+
+    import uvloop
+
+    from edgeplane.config import Settings
+    from edgeplane.edge.runtime import run_edge_worker
+    from edgeplane.structured_logging import configure_logging
+
+    settings = Settings.model_validate_json(settings_file.read_text(encoding="utf-8"))
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    listener = socket.socket(fileno=fd)
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(run_edge_worker(settings, listener, database_url))
 
 
 chain_app = typer.Typer(

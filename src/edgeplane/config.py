@@ -124,6 +124,7 @@ class Settings(BaseSettings):
     )
     edge_host: str = "127.0.0.1"
     edge_port: int = Field(default=8787, ge=0, le=65535)
+    edge_workers: int = Field(default=0, ge=0, le=64, description="edge worker processes; 0: one per core")
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8788, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -131,6 +132,11 @@ class Settings(BaseSettings):
     networks: dict[str, NetworkSettings] = Field(default_factory=_default_networks)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     dev_chain: DevChainSettings = Field(default_factory=DevChainSettings)
+
+    @property
+    def edge_worker_count(self) -> int:
+        """How many edge worker processes serve client traffic (the process of ``serve`` is one of them)."""
+        return self.edge_workers or os.cpu_count() or 1
 
     @field_validator("networks")
     @classmethod

@@ -1,4 +1,6 @@
-"""Prometheus metrics of the service, defined once and exposed at ``GET /metrics`` on the API listener."""
+"""Prometheus metrics of the service, defined once and exposed at ``GET /metrics`` on the API listener. With several
+edge worker processes they are shared through prometheus_client's multiprocess directory
+(``PROMETHEUS_MULTIPROC_DIR``), and ``/metrics`` adds up every process's values."""
 
 from __future__ import annotations
 
@@ -29,10 +31,12 @@ UPSTREAM_HEALTHY = Gauge(
     "edgeplane_upstream_healthy",
     "1 when the node answered its last health check or call, else 0.",
     ["network", "upstream"],
+    multiprocess_mode="max",
 )
 
 UPSTREAM_HEAD = Gauge(
     "edgeplane_upstream_head_block",
     "The latest head block number seen from the node.",
     ["network", "upstream"],
+    multiprocess_mode="max",
 )

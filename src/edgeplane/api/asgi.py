@@ -6,7 +6,9 @@ does for a path it cannot route.
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+import os
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,7 +27,11 @@ async def healthz(request: Request) -> Response:
 
 
 async def prometheus_metrics(request: Request) -> Response:
-    """All metrics of the process in the Prometheus text format."""
+    """All metrics in the Prometheus text format: of every edge worker process when there are several."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 

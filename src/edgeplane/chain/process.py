@@ -1,19 +1,20 @@
 """The development chain as a child process of ``edgeplane serve``, kept running.
 
 The parent binds the chain's loopback port and hands the socket to the child, so the port is known before the
-child starts and nothing can take it in between. If the child dies it is started again (after a pause that grows
-with repeated failures); the gateway meanwhile answers -32002 and retries, as for any failed node.
+child starts and nothing can take it in between. If the child dies it is started again (``ChildProcess``); the
+gateway meanwhile answers -32002 and retries, as for any failed node.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import sys
 from pathlib import Path
 
 import structlog
+
+from edgeplane.child_process import ChildProcess
 
 log = structlog.get_logger(__name__)
 
@@ -43,8 +44,7 @@ class ChainProcess:
         self._socket.listen(1024)
         self._socket.set_inheritable(True)
         self.port: int = self._socket.getsockname()[1]
-        self._process: asyncio.subprocess.Process | None = None
-        self._supervisor: asyncio.Task[None] | None = None
+        self._child: ChildProcess | None = None
         self._stopping = False
 
     def url(self, network: str) -> str:
@@ -75,14 +75,17 @@ class ChainProcess:
 
     async def start(self) -> None:
         """Starts the child and its supervision."""
-        await self._spawn(fresh=self.fresh)
-        self._supervisor = asyncio.create_task(self._supervise(), name="devchain-supervisor")
+        self._child = ChildProcess(
+            "devchain", lambda first: self._command(fresh=self.fresh and first), pass_fds=(self._socket.fileno(),)
+        )
+        await self._child.start()
+        log.info("started the development chain", networks=self.networks, url=f"http://127.0.0.1:{self.port}/<network>")
 
     async def wait_ready(self, timeout_seconds: float = 60.0) -> bool:
         """Waits until the chain answers its health check; False if it did not within the timeout."""
         deadline = asyncio.get_running_loop().time() + timeout_seconds
         while asyncio.get_running_loop().time() < deadline:
-            if self._process is not None and self._process.returncode is not None and self._stopping:
+            if self._stopping:
                 return False
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
@@ -97,42 +100,9 @@ class ChainProcess:
             await asyncio.sleep(0.1)
         return False
 
-    async def _spawn(self, *, fresh: bool) -> None:
-        self._process = await asyncio.create_subprocess_exec(
-            *self._command(fresh=fresh), pass_fds=(self._socket.fileno(),)
-        )
-        log.info(
-            "started the development chain",
-            networks=self.networks,
-            url=f"http://127.0.0.1:{self.port}/<network>",
-            pid=self._process.pid,
-        )
-
-    async def _supervise(self) -> None:
-        pause = 0.5
-        while not self._stopping:
-            assert self._process is not None
-            code = await self._process.wait()
-            if self._stopping:
-                return
-            log.error("the development chain exited; starting it again", exit_code=code, pause_seconds=pause)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 30.0)
-            await self._spawn(fresh=False)
-
     async def stop(self) -> None:
-        """Stops the child (SIGTERM, then SIGKILL after 10 s)."""
+        """Stops the child and closes the chain's socket."""
         self._stopping = True
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
-        process = self._process
-        if process is not None and process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), timeout=10)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        if self._child is not None:
+            await self._child.stop()
         self._socket.close()

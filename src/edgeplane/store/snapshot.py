@@ -76,3 +76,9 @@ class SnapshotHolder:
     def replace(self, snapshot: ConfigSnapshot) -> None:
         """Swaps in a new snapshot."""
         self.current = snapshot
+
+
+def read_config_version(session: Session) -> int:
+    """The configuration version (0 before the first change)."""
+    row = session.get(ConfigVersion, 1)
+    return row.version if row else 0

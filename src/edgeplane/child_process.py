@@ -1,0 +1,76 @@
+"""A child process of ``edgeplane serve`` kept running: started with inherited sockets, started again when it dies
+(after a pause that doubles up to 30 s), stopped with SIGTERM and, after a grace period, SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+class ChildProcess:
+    """One supervised child. ``command(first)`` gives the argument list; ``first`` is False for restarts."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Callable[[bool], Sequence[str]],
+        *,
+        pass_fds: Sequence[int] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self._command = command
+        self._pass_fds = tuple(pass_fds)
+        self._env = dict(env) if env is not None else None
+        self._process: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id."""
+        return self._process.pid if self._process is not None else None
+
+    async def start(self) -> None:
+        """Starts the child and its supervision."""
+        await self._spawn(first=True)
+        self._supervisor = asyncio.create_task(self._supervise(), name=f"supervise-{self.name}")
+
+    async def _spawn(self, *, first: bool) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            *self._command(first), pass_fds=self._pass_fds, env=self._env
+        )
+        log.info("started a child process", child=self.name, pid=self._process.pid)
+
+    async def _supervise(self) -> None:
+        pause = 0.5
+        while not self._stopping:
+            assert self._process is not None
+            code = await self._process.wait()
+            if self._stopping:
+                return
+            log.error("a child process exited; starting it again", child=self.name, exit_code=code, pause=pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 30.0)
+            await self._spawn(first=False)
+
+    async def stop(self, grace_seconds: float = 10.0) -> None:
+        """Stops the child (SIGTERM, then SIGKILL after ``grace_seconds``)."""
+        self._stopping = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        process = self._process
+        if process is not None and process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), timeout=grace_seconds)
+            except TimeoutError:
+                process.kill()
+                await process.wait()

@@ -1,0 +1,109 @@
+"""One edge worker's runtime: the upstream pools, the gateway, the router and the HTTP server, built from settings;
+and how a worker process follows configuration changes made by the control plane (by polling the configuration
+version, off the request path)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from dataclasses import dataclass
+
+import structlog
+
+from edgeplane.config import Settings
+from edgeplane.edge.http_server import HttpServer
+from edgeplane.edge.router import EdgeRouter
+from edgeplane.gateway.policy import load_method_policy
+from edgeplane.gateway.service import Gateway
+from edgeplane.gateway.upstream import UpstreamNode
+from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.store.database import Database
+from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, build_snapshot, read_config_version
+
+log = structlog.get_logger(__name__)
+
+# How often a worker process checks whether the configuration changed.
+FOLLOW_INTERVAL_SECONDS = 0.25
+
+
+def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
+    """One upstream pool per configured network; each node keeps its own keep-alive connections."""
+    timeout = settings.gateway.request_timeout_seconds
+    return {
+        name: UpstreamPool(
+            name,
+            [UpstreamNode(node, timeout_seconds=timeout) for node in network.upstreams],
+            settings.gateway,
+        )
+        for name, network in settings.networks.items()
+    }
+
+
+@dataclass(slots=True)
+class EdgeRuntime:
+    """What an edge worker runs."""
+
+    pools: dict[str, UpstreamPool]
+    gateway: Gateway
+    server: HttpServer
+
+    @classmethod
+    def build(cls, settings: Settings, snapshots: SnapshotHolder) -> EdgeRuntime:
+        """Builds the runtime and starts the pools' health checks (call from a running loop)."""
+        pools = build_pools(settings)
+        for pool in pools.values():
+            pool.start()
+        gateway = Gateway(load_method_policy(), pools, settings.gateway)
+        server = HttpServer(EdgeRouter(gateway, snapshots), max_body_bytes=settings.gateway.max_body_bytes)
+        return cls(pools=pools, gateway=gateway, server=server)
+
+    async def close(self) -> None:
+        """Stops health checks and closes upstream connections."""
+        for pool in self.pools.values():
+            await pool.stop()
+            for node in pool.nodes:
+                node.close()
+
+
+def read_snapshot(database: Database) -> ConfigSnapshot:
+    """The current configuration snapshot."""
+    with database.session() as session:
+        return build_snapshot(session)
+
+
+async def follow_configuration(database: Database, snapshots: SnapshotHolder) -> None:
+    """Rebuilds the snapshot whenever the configuration version changes; runs until cancelled."""
+
+    def current_version() -> int:
+        with database.session() as session:
+            return read_config_version(session)
+
+    while True:
+        await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
+        try:
+            version = await asyncio.to_thread(current_version)
+            if version != snapshots.current.version:
+                snapshots.replace(await asyncio.to_thread(read_snapshot, database))
+        except Exception:  # the database may be briefly unavailable; keep serving the snapshot we have
+            log.warning("could not read the configuration; keeping the current snapshot", exc_info=True)
+
+
+async def run_edge_worker(settings: Settings, listener: socket.socket, database_url: str) -> None:
+    """An edge worker process: serves ``listener`` until SIGINT or SIGTERM."""
+    database = Database(database_url)
+    snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
+    runtime = EdgeRuntime.build(settings, snapshots)
+    follower = asyncio.create_task(follow_configuration(database, snapshots))
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, runtime.server.shutdown)
+    try:
+        await runtime.server.serve(listener)
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
+        await runtime.close()
+        database.close()

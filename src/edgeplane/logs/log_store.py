@@ -1,0 +1,858 @@
+"""The log store: durable, append-only, segmented streams of log records between the edge and delivery.
+
+The edge appends records (opaque ``bytes``, one JSON object each, no newline inside) to a *dataset* stream
+(``http_requests``, ``firewall_events``); delivery reads each stream from a per-job *cursor*. ``LogStore`` is the
+interface; ``SegmentedLogStore`` is the single-machine implementation on files. A NATS JetStream stream (one stream
+per dataset, a durable consumer per job) fits the same interface; see ``docs/log-store.md``.
+
+Positions are record offsets: the first record ever appended to a dataset is at position 0, the next at 1, and so
+on, forever (offsets are never reused, not even after every segment was deleted). ``end_position`` is the position
+the next readable record will get.
+
+Layout on disk::
+
+    <directory>/<dataset>/<first offset, 20 digits>.seg    segments, oldest first
+    <directory>/<dataset>/cursors/<job id>.cursor          one file per job: its position, as decimal text
+
+A segment is a sequence of *blocks*, one per dataset per flush (large flushes are split): a 24-byte header (magic
+``EPLB``, payload length, record count, first offset, CRC32 of header and payload) then the records joined by
+``\\n``. A block is written with one ``write`` and is valid only when its CRC matches, so a write torn by a crash is
+recognised; opening the store for writing truncates the last segment after its last valid block.
+
+Durability contract of ``append``:
+
+- ``append`` returns once the records are in memory. The flusher thread writes them to the segment file every
+  ``flush_interval`` (or sooner, when ``flush_bytes`` are buffered): from then on they are readable and a crash of
+  the process (``kill -9``) no longer loses them, because they are in the operating system's page cache. A kill
+  loses exactly the records appended since the last completed flush, at most ``flush_interval`` of them.
+- Every ``sync_interval``, on every segment roll and on ``close``, the flusher ``fsync``s: a power loss or kernel
+  crash loses at most the records appended in the last ``sync_interval + flush_interval``.
+- ``save_cursor`` first makes the records before the saved position durable (it syncs if needed), so a saved cursor
+  never points past the durable end of its stream.
+
+Backpressure: the flusher may fall behind (a stalled or full disk). Records already accepted are never dropped; when
+``max_buffer_bytes`` are waiting to be written, ``append`` refuses the whole call with ``LogStoreFullError`` (the
+edge counts the refused records in a metric and carries on serving the request). It never blocks: blocking would
+stall every request on the event loop behind one slow disk. ``stats()`` counts the refusals too.
+
+Retention: after each sync the flusher deletes whole segments, oldest first, never the one being written, when the
+dataset holds more than ``retention_bytes``, when a segment's newest record is older than ``retention_seconds``
+(its file modification time), or when every job's cursor of the dataset has passed the segment (a dataset with no
+cursor keeps only its current segment). A read from a deleted position raises ``PositionLostError`` carrying the
+oldest available position and the number of records lost.
+
+Concurrency: one writer *process* per directory (the edge worker that owns it; two writers would corrupt it, and no
+lock file guards against that yet). Readers may be other threads of the writer's process, which see every flushed
+record, or other processes opening the directory with ``writable=False``, which see every record whose block is
+complete on disk. ``read`` never returns a partially written record. All file I/O runs on the flusher thread or on
+the reader's thread; ``append`` does none, so it is safe to call on the event loop.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+SEGMENT_SUFFIX: Final = ".seg"
+CURSOR_SUFFIX: Final = ".cursor"
+OFFSET_DIGITS: Final = 20
+
+_MAGIC: Final = b"EPLB"
+# magic, payload length, record count, first offset; then the CRC32 of these 20 bytes and the payload.
+_HEADER: Final = struct.Struct("<4sIIQ")
+_CRC: Final = struct.Struct("<I")
+HEADER_BYTES: Final = _HEADER.size + _CRC.size
+_MAX_BLOCK_PAYLOAD: Final = 1 << 20
+_READ_CHUNK: Final = 1 << 20
+_DATASET_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+class LogStoreError(Exception):
+    """A log store operation that cannot be carried out; ``str()`` says why."""
+
+
+class LogStoreFullError(LogStoreError):
+    """``append`` refused: too many bytes are waiting to be written (the disk is behind). None of the call's records
+    were accepted; the caller counts them as refused."""
+
+
+class LogStoreClosedError(LogStoreError):
+    """The store was closed, or was opened read-only and cannot be appended to."""
+
+
+class PositionLostError(LogStoreError):
+    """The records from ``position`` up to ``oldest_position`` were deleted by retention before they were read.
+
+    ``lost`` is their number. Reading again from ``oldest_position`` continues with the oldest record still held.
+    """
+
+    def __init__(self, dataset: str, position: int, oldest_position: int) -> None:
+        self.dataset = dataset
+        self.position = position
+        self.oldest_position = oldest_position
+        self.lost = oldest_position - position
+        super().__init__(
+            f"{dataset}: position {position} was deleted by retention; the oldest available position is "
+            f"{oldest_position} ({self.lost} records lost)"
+        )
+
+
+class PositionAheadError(LogStoreError):
+    """A read from a position after the end of the stream: a cursor that does not belong to this store."""
+
+    def __init__(self, dataset: str, position: int, end_position: int) -> None:
+        self.dataset = dataset
+        self.position = position
+        self.end_position = end_position
+        super().__init__(f"{dataset}: position {position} is after the end of the stream ({end_position})")
+
+
+class CorruptSegmentError(LogStoreError):
+    """A block before the end of a stream failed its checksum: the file was damaged after it was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Records read from one dataset: ``records[i]`` is at ``position + i``; ``next_position`` is where the next read
+    continues (``position + len(records)``). An empty batch means no record is available at ``position`` yet."""
+
+    records: list[bytes]
+    position: int
+    next_position: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogStoreStats:
+    """Counters since the store was opened, for metrics."""
+
+    appended_records: int
+    refused_records: int
+    buffered_bytes: int
+    flushes: int
+    syncs: int
+    deleted_segments: int
+    write_errors: int
+    last_write_error: str
+
+
+class LogStore(Protocol):
+    """Append-only streams of records, one per dataset, read from per-job cursors."""
+
+    def append(self, dataset: str, records: Sequence[bytes]) -> None:
+        """Accept ``records`` for ``dataset`` without blocking on I/O; raises ``LogStoreFullError`` (nothing accepted)
+        when the store is behind, ``LogStoreClosedError`` when closed, ``ValueError`` for a record holding ``\\n``
+        or an invalid dataset name."""
+        ...
+
+    def end_position(self, dataset: str) -> int:
+        """The position of the next record to become readable."""
+        ...
+
+    def oldest_position(self, dataset: str) -> int:
+        """The position of the oldest record still held (``end_position`` when none is)."""
+        ...
+
+    def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
+        """Up to ``max_records`` readable records from ``position`` (at least one when any is readable, even if it
+        alone exceeds ``max_bytes``). Raises ``PositionLostError`` when ``position`` was deleted by retention and
+        ``PositionAheadError`` when it is after ``end_position``."""
+        ...
+
+    def load_cursor(self, dataset: str, job_id: int) -> int | None:
+        """The saved position of job ``job_id`` in ``dataset``, or ``None`` when it has none."""
+        ...
+
+    def open_cursor(self, dataset: str, job_id: int) -> int:
+        """The job's saved position; for a job without one, the current end, saved before it is returned."""
+        ...
+
+    def save_cursor(self, dataset: str, job_id: int, position: int) -> None:
+        """Save the job's position durably; the records before it are durable when this returns."""
+        ...
+
+    def delete_cursor(self, dataset: str, job_id: int) -> None:
+        """Forget the job's position (a deleted job stops holding records back)."""
+        ...
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Block until every record appended before the call is readable; ``False`` if ``timeout`` seconds passed
+        first (the disk is failing: see the store's statistics)."""
+        ...
+
+    def close(self) -> None:
+        """Write and sync every accepted record, then stop; further appends raise ``LogStoreClosedError``."""
+        ...
+
+
+@dataclass(slots=True)
+class _Published:
+    """What readers may see of a stream: its segments' first offsets, and the valid length of the last one."""
+
+    segments: tuple[int, ...]
+    last_size: int
+    end: int
+
+
+@dataclass(slots=True)
+class _Stream:
+    name: str
+    path: Path
+    published: _Published
+    pending: list[bytes] = field(default_factory=list)
+    pending_bytes: int = 0
+    fd: int = -1
+    unsynced: bool = False
+
+
+@dataclass(slots=True)
+class _Block:
+    position: int  # byte position of the header in the segment
+    first: int
+    count: int
+    payload_length: int
+
+    @property
+    def end_byte(self) -> int:
+        return self.position + HEADER_BYTES + self.payload_length
+
+
+class SegmentedLogStore:
+    """``LogStore`` on segment files under ``directory`` (created if absent). See the module docstring for the
+    format, the durability contract and the concurrency rules.
+
+    With ``writable=True`` (the default) the store recovers each dataset (truncating a torn tail) and starts its
+    flusher thread; call ``close()`` (or use it as a context manager) to write and sync everything. With
+    ``writable=False`` it only reads, and may be opened by another process while the writer runs.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        writable: bool = True,
+        flush_interval: float = 0.05,
+        flush_bytes: int = 4 << 20,
+        sync_interval: float = 1.0,
+        segment_bytes: int = 64 << 20,
+        max_buffer_bytes: int = 64 << 20,
+        retention_bytes: int = 1 << 30,
+        retention_seconds: float | None = None,
+        datasets: Sequence[str] = (),
+    ) -> None:
+        self.directory = Path(directory)
+        self.writable = writable
+        self.flush_interval = flush_interval
+        self.flush_bytes = flush_bytes
+        self.sync_interval = sync_interval
+        self.segment_bytes = segment_bytes
+        self.max_buffer_bytes = max_buffer_bytes
+        self.retention_bytes = retention_bytes
+        self.retention_seconds = retention_seconds
+        self._lock = threading.Lock()  # guards pending records and counters; held only for list operations
+        self._write_lock = threading.Lock()  # serialises file writes, syncs and segment deletion
+        self._flushed = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._streams: dict[str, _Stream] = {}
+        self._buffered = 0
+        self._appended_generation = 0
+        self._flushed_generation = 0
+        self._closed = False
+        self._counters = dict.fromkeys(
+            ("appended", "refused", "flushes", "syncs", "deleted", "write_errors"),
+            0,
+        )
+        self._last_write_error = ""
+        # where the last reads ended, so that sequential reads do not rescan a segment: (dataset, offset) -> block
+        self._read_hints: dict[tuple[str, int], tuple[int, _Block]] = {}
+        self._views: dict[str, _Published] = {}  # read-only: what was seen on disk last time
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if writable:
+            names = {e.name for e in self.directory.iterdir() if e.is_dir() and _DATASET_NAME.fullmatch(e.name)}
+            for name in sorted(names | set(datasets)):
+                self._stream(name)
+            self._thread: threading.Thread | None = threading.Thread(
+                target=self._run_flusher, name="log-store-flusher", daemon=True
+            )
+            self._thread.start()
+        else:
+            self._thread = None
+
+    # -- appending --------------------------------------------------------------------------------------------
+
+    def append(self, dataset: str, records: Sequence[bytes]) -> None:
+        """See ``LogStore.append``."""
+        if not records:
+            return
+        size = len(records)
+        for record in records:
+            if b"\n" in record:
+                raise ValueError("a log record must not contain a newline")
+            size += len(record)
+        stream = self._streams.get(dataset) or self._writable_stream(dataset)
+        with self._lock:
+            if self._closed:
+                raise LogStoreClosedError("the log store is closed")
+            if self._buffered + size > self.max_buffer_bytes:
+                self._counters["refused"] += len(records)
+                raise LogStoreFullError(
+                    f"{self._buffered} bytes are waiting to be written (limit {self.max_buffer_bytes}); "
+                    f"{len(records)} records refused"
+                )
+            stream.pending.extend(records)
+            stream.pending_bytes += size
+            self._buffered += size
+            self._appended_generation += 1
+            self._counters["appended"] += len(records)
+            if self._buffered >= self.flush_bytes:
+                self._wake.set()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """See ``LogStore.flush``. Raises ``LogStoreClosedError`` on a read-only store."""
+        if self._thread is None:
+            raise LogStoreClosedError("the log store is read-only")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            target = self._appended_generation
+            self._wake.set()
+            while self._flushed_generation < target and self._thread.is_alive():
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                self._flushed.wait(timeout=self.flush_interval)
+                self._wake.set()
+            return self._flushed_generation >= target
+
+    def close(self) -> None:
+        """See ``LogStore.close``. Safe to call twice; blocks while the last records are written and synced, so an
+        asyncio caller runs it in a thread (``await asyncio.to_thread(store.close)``)."""
+        with self._lock:
+            self._closed = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> SegmentedLogStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def stats(self) -> LogStoreStats:
+        """The counters since the store was opened."""
+        with self._lock:
+            counters = dict(self._counters)
+            buffered = self._buffered
+        return LogStoreStats(
+            appended_records=counters["appended"],
+            refused_records=counters["refused"],
+            buffered_bytes=buffered,
+            flushes=counters["flushes"],
+            syncs=counters["syncs"],
+            deleted_segments=counters["deleted"],
+            write_errors=counters["write_errors"],
+            last_write_error=self._last_write_error,
+        )
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def end_position(self, dataset: str) -> int:
+        """See ``LogStore.end_position``."""
+        return self._published(dataset).end
+
+    def oldest_position(self, dataset: str) -> int:
+        """See ``LogStore.oldest_position``."""
+        published = self._published(dataset)
+        return published.segments[0] if published.segments else published.end
+
+    def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
+        """See ``LogStore.read``. Also raises ``CorruptSegmentError`` for a damaged block before the end."""
+        published = self._published(dataset)
+        if position > published.end:
+            raise PositionAheadError(dataset, position, published.end)
+        if position == published.end or max_records <= 0:
+            return Batch([], position, position)
+        segments = published.segments
+        if not segments or position < segments[0]:
+            raise PositionLostError(dataset, position, segments[0] if segments else published.end)
+        records: list[bytes] = []
+        taken_bytes = 0
+        hint = self._read_hints.pop((dataset, position), None)
+        index = bisect.bisect_right(segments, position) - 1
+        start_byte = 0
+        if hint is not None and hint[0] == segments[index]:
+            start_byte = hint[1].position
+        next_position = position
+        last_block: tuple[int, _Block] | None = None
+        while index < len(segments) and len(records) < max_records and taken_bytes < max_bytes:
+            base = segments[index]
+            limit = published.last_size if index == len(segments) - 1 else None
+            try:
+                blocks = self._read_segment(dataset, base, start_byte, limit, next_position, max_records - len(records))
+            except FileNotFoundError:
+                # retention deleted the segment between our snapshot and the read
+                if records:
+                    break
+                raise PositionLostError(dataset, next_position, self.oldest_position(dataset)) from None
+            for block, payload in blocks:
+                lines = payload.split(b"\n")
+                if len(lines) != block.count:
+                    raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
+                skip = next_position - block.first
+                if skip:
+                    lines = lines[skip:]
+                room = max_records - len(records)
+                if len(lines) > room:
+                    lines = lines[:room]
+                block_bytes = sum(map(len, lines))
+                if taken_bytes + block_bytes > max_bytes:
+                    kept = 0
+                    for line in lines:
+                        if taken_bytes + len(line) > max_bytes and (records or kept):
+                            break
+                        taken_bytes += len(line)
+                        kept += 1
+                    lines = lines[:kept]
+                else:
+                    taken_bytes += block_bytes
+                records.extend(lines)
+                next_position += len(lines)
+                last_block = (base, block)
+                if len(records) >= max_records or taken_bytes >= max_bytes:
+                    break
+            else:
+                index += 1
+                start_byte = 0
+                continue
+            break
+        if last_block is not None and next_position < last_block[1].first + last_block[1].count:
+            self._remember(dataset, next_position, last_block)
+        elif last_block is not None:
+            after = last_block[1]
+            self._remember(dataset, next_position, (last_block[0], _Block(after.end_byte, next_position, 0, 0)))
+        return Batch(records, position, next_position)
+
+    def _remember(self, dataset: str, position: int, hint: tuple[int, _Block]) -> None:
+        if len(self._read_hints) > 256:
+            self._read_hints.clear()
+        self._read_hints[(dataset, position)] = hint
+
+    def _read_segment(
+        self, dataset: str, base: int, start_byte: int, limit: int | None, position: int, max_records: int
+    ) -> list[tuple[_Block, bytes]]:
+        """The valid blocks of one segment holding records at or after ``position``, from ``start_byte`` (a block
+        boundary), reading whole chunks; at most enough blocks for ``max_records`` records."""
+        path = self.directory / dataset / _segment_name(base)
+        found: list[tuple[_Block, bytes]] = []
+        taken = 0
+        with open(path, "rb", buffering=0) as file:
+            size = os.fstat(file.fileno()).st_size if limit is None else limit
+            byte = start_byte
+            buffer = b""
+            buffer_start = byte
+            while byte < size and taken < max_records:
+                if byte + HEADER_BYTES > buffer_start + len(buffer):
+                    file.seek(byte)
+                    buffer = file.read(min(max(_READ_CHUNK, HEADER_BYTES), size - byte))
+                    buffer_start = byte
+                    if len(buffer) < HEADER_BYTES:
+                        break
+                header_at = byte - buffer_start
+                magic, length, count, first = _HEADER.unpack_from(buffer, header_at)
+                end = byte + HEADER_BYTES + length
+                if magic != _MAGIC or end > size:
+                    if limit is None and not self.writable:
+                        break  # a block still being written by the writer process
+                    raise CorruptSegmentError(f"{dataset}: damaged block in segment {base} at byte {byte}")
+                if first + count <= position:
+                    byte = end  # skip the payload unread
+                    continue
+                if end > buffer_start + len(buffer):
+                    file.seek(byte)
+                    buffer = file.read(min(max(_READ_CHUNK, HEADER_BYTES + length), size - byte))
+                    buffer_start = byte
+                    header_at = 0
+                    if len(buffer) < HEADER_BYTES + length:
+                        break
+                payload_at = header_at + HEADER_BYTES
+                payload = buffer[payload_at : payload_at + length]
+                (crc,) = _CRC.unpack_from(buffer, header_at + _HEADER.size)
+                if zlib.crc32(payload, zlib.crc32(buffer[header_at : header_at + _HEADER.size])) != crc:
+                    if limit is None and not self.writable:
+                        break
+                    raise CorruptSegmentError(f"{dataset}: block at offset {first} of segment {base} fails its CRC")
+                found.append((_Block(byte, first, count, length), payload))
+                taken += first + count - max(first, position)
+                byte = end
+        return found
+
+    def _published(self, dataset: str) -> _Published:
+        stream = self._streams.get(dataset)
+        if stream is not None:
+            return stream.published
+        if self.writable:
+            return self._writable_stream(dataset).published
+        return self._discover(dataset)
+
+    def _discover(self, dataset: str) -> _Published:
+        """A read-only view of ``dataset`` as it is on disk now: complete blocks only. The last segment is scanned
+        from where the previous look stopped."""
+        _check_dataset(dataset)
+        path = self.directory / dataset
+        segments = _list_segments(path)
+        if not segments:
+            return _Published((), 0, 0)
+        last = segments[-1]
+        known = self._views.get(dataset)
+        start, expected = (known.last_size, known.end) if known and known.segments[-1] == last else (0, last)
+        try:
+            blocks, valid_size = _scan_blocks(path / _segment_name(last), expected, start)
+        except FileNotFoundError:
+            return self._discover(dataset)  # deleted by retention meanwhile: look again
+        end = blocks[-1].first + blocks[-1].count if blocks else expected
+        view = _Published(tuple(segments), valid_size, end)
+        self._views[dataset] = view
+        return view
+
+    # -- cursors ----------------------------------------------------------------------------------------------
+
+    def load_cursor(self, dataset: str, job_id: int) -> int | None:
+        """See ``LogStore.load_cursor``."""
+        try:
+            text = self._cursor_path(dataset, job_id).read_text(encoding="ascii")
+        except FileNotFoundError:
+            return None
+        return int(text.strip())
+
+    def open_cursor(self, dataset: str, job_id: int) -> int:
+        """See ``LogStore.open_cursor``."""
+        position = self.load_cursor(dataset, job_id)
+        if position is None:
+            position = self.end_position(dataset)
+            self.save_cursor(dataset, job_id, position)
+        return position
+
+    def save_cursor(self, dataset: str, job_id: int, position: int) -> None:
+        """See ``LogStore.save_cursor``: written to a temporary file, fsynced, renamed over the old one, and the
+        directory fsynced. Raises ``PositionAheadError`` for a position after the end."""
+        end = self.end_position(dataset)
+        if position > end:
+            raise PositionAheadError(dataset, position, end)
+        if self.writable:
+            self._sync_all()
+        else:
+            self._sync_segment_holding(dataset, position - 1)
+        path = self._cursor_path(dataset, job_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(descriptor, f"{position}\n".encode("ascii"))
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, path)
+        _sync_directory(path.parent)
+
+    def _sync_segment_holding(self, dataset: str, position: int) -> None:
+        """fsync the segment holding ``position`` (the writer syncs a segment before rolling, so earlier ones are
+        durable already); ``fsync`` through a read-only descriptor syncs the file the writer writes."""
+        segments = self._published(dataset).segments
+        index = bisect.bisect_right(segments, position) - 1
+        if position < 0 or index < 0:
+            return
+        try:
+            descriptor = os.open(self.directory / dataset / _segment_name(segments[index]), os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def delete_cursor(self, dataset: str, job_id: int) -> None:
+        """See ``LogStore.delete_cursor``."""
+        path = self._cursor_path(dataset, job_id)
+        path.unlink(missing_ok=True)
+        if path.parent.exists():
+            _sync_directory(path.parent)
+
+    def _cursor_path(self, dataset: str, job_id: int) -> Path:
+        _check_dataset(dataset)
+        return self.directory / dataset / "cursors" / f"{int(job_id)}{CURSOR_SUFFIX}"
+
+    def _cursor_positions(self, dataset: str) -> list[int]:
+        folder = self.directory / dataset / "cursors"
+        positions: list[int] = []
+        if folder.is_dir():
+            for entry in folder.glob(f"*{CURSOR_SUFFIX}"):
+                try:
+                    positions.append(int(entry.read_text(encoding="ascii").strip()))
+                except (FileNotFoundError, ValueError):
+                    continue
+        return positions
+
+    # -- the writer -------------------------------------------------------------------------------------------
+
+    def _writable_stream(self, dataset: str) -> _Stream:
+        if not self.writable:
+            raise LogStoreClosedError("the log store is read-only")
+        return self._stream(dataset)
+
+    def _stream(self, dataset: str) -> _Stream:
+        """The stream of ``dataset``, recovered from disk on first use (creating its directory)."""
+        with self._write_lock:
+            stream = self._streams.get(dataset)
+            if stream is not None:
+                return stream
+            _check_dataset(dataset)
+            path = self.directory / dataset
+            path.mkdir(parents=True, exist_ok=True)
+            segments = _list_segments(path)
+            if not segments:
+                segments = [0]
+                _create_segment(path, 0)
+            last = segments[-1]
+            segment_path = path / _segment_name(last)
+            blocks, valid_size = _scan_blocks(segment_path, last)
+            if valid_size < segment_path.stat().st_size:
+                os.truncate(segment_path, valid_size)  # a torn tail: the block the crash interrupted
+            end = blocks[-1].first + blocks[-1].count if blocks else last
+            stream = _Stream(dataset, path, _Published(tuple(segments), valid_size, end))
+            stream.fd = os.open(segment_path, os.O_WRONLY | os.O_APPEND)
+            self._streams[dataset] = stream
+            return stream
+
+    def _run_flusher(self) -> None:
+        next_sync = time.monotonic() + self.sync_interval
+        while True:
+            self._wake.wait(timeout=self.flush_interval)
+            self._wake.clear()
+            with self._lock:
+                closing = self._closed
+            self._flush_pending()
+            now = time.monotonic()
+            if closing or now >= next_sync:
+                try:
+                    self._sync_all()
+                    self._apply_retention()
+                except OSError as error:
+                    # the stream stays readable; the next round tries again, and stats() shows the error
+                    with self._lock:
+                        self._counters["write_errors"] += 1
+                    self._last_write_error = f"sync or retention: {error}"
+                next_sync = now + self.sync_interval
+            if closing:
+                with self._write_lock:
+                    for stream in self._streams.values():
+                        os.close(stream.fd)
+                        stream.fd = -1
+                with self._lock:
+                    self._flushed.notify_all()
+                return
+
+    def _flush_pending(self) -> None:
+        with self._lock:
+            generation = self._appended_generation
+            work = [(s, s.pending) for s in self._streams.values() if s.pending]
+            for stream, _ in work:
+                stream.pending = []
+                stream.pending_bytes = 0
+        unwritten: list[tuple[_Stream, list[bytes]]] = []
+        written_bytes = 0
+        for stream, records in work:
+            written, error = self._write(stream, records)
+            written_bytes += sum(map(len, records[:written])) + written
+            if error is not None:
+                unwritten.append((stream, records[written:]))
+                self._last_write_error = f"{stream.name}: {error}"
+        with self._lock:
+            for stream, records in unwritten:
+                # keep them, ahead of what was appended meanwhile, and try again at the next flush
+                stream.pending[:0] = records
+                stream.pending_bytes += sum(map(len, records)) + len(records)
+            self._buffered -= written_bytes
+            self._counters["write_errors"] += len(unwritten)
+            if work:
+                self._counters["flushes"] += 1
+            if not unwritten:
+                self._flushed_generation = generation
+            self._flushed.notify_all()
+
+    def _write(self, stream: _Stream, records: list[bytes]) -> tuple[int, OSError | None]:
+        """Write ``records`` as blocks after the stream's end, rolling segments as needed, publishing each write.
+        Returns how many records were written, and the error that stopped it, if any."""
+        written = 0
+        with self._write_lock:
+            try:
+                if os.fstat(stream.fd).st_size != stream.published.last_size:
+                    # a write that failed half way left bytes after the last good block
+                    os.ftruncate(stream.fd, stream.published.last_size)
+                while written < len(records):
+                    published = stream.published
+                    if published.last_size >= self.segment_bytes:
+                        self._roll(stream)
+                        published = stream.published
+                    size, offset = published.last_size, published.end
+                    blocks: list[bytes] = []
+                    index = written
+                    while index < len(records) and size < self.segment_bytes:
+                        budget = min(_MAX_BLOCK_PAYLOAD, self.segment_bytes - size - HEADER_BYTES)
+                        take = _fit(records, index, budget)
+                        payload = b"\n".join(records[index : index + take])
+                        header = _HEADER.pack(_MAGIC, len(payload), take, offset)
+                        blocks.append(header + _CRC.pack(zlib.crc32(payload, zlib.crc32(header))) + payload)
+                        size += HEADER_BYTES + len(payload)
+                        offset += take
+                        index += take
+                    _write_all(stream.fd, b"".join(blocks))
+                    stream.unsynced = True
+                    stream.published = _Published(published.segments, size, offset)
+                    written = index
+            except OSError as error:
+                return written, error
+        return written, None
+
+    def _roll(self, stream: _Stream) -> None:
+        """Start a new segment at the stream's end; the full one is synced first."""
+        published = stream.published
+        os.fsync(stream.fd)
+        _create_segment(stream.path, published.end)
+        descriptor = os.open(stream.path / _segment_name(published.end), os.O_WRONLY | os.O_APPEND)
+        os.close(stream.fd)
+        stream.fd = descriptor
+        stream.unsynced = False
+        stream.published = _Published((*published.segments, published.end), 0, published.end)
+
+    def _sync_all(self) -> None:
+        with self._write_lock:
+            synced = False
+            for stream in self._streams.values():
+                if stream.unsynced and stream.fd >= 0:
+                    os.fsync(stream.fd)
+                    stream.unsynced = False
+                    synced = True
+        if synced:
+            with self._lock:
+                self._counters["syncs"] += 1
+
+    def _apply_retention(self) -> None:
+        now = time.time()
+        for stream in list(self._streams.values()):
+            cursors = self._cursor_positions(stream.name)
+            with self._write_lock:
+                segments = list(stream.published.segments)
+                sizes = {}
+                for base in segments[:-1]:
+                    try:
+                        sizes[base] = (stream.path / _segment_name(base)).stat()
+                    except FileNotFoundError:
+                        continue
+                total = sum(s.st_size for s in sizes.values()) + stream.published.last_size
+                deleted = 0
+                while len(segments) > 1:
+                    base, following = segments[0], segments[1]
+                    status = sizes.get(base)
+                    passed = all(cursor >= following for cursor in cursors)
+                    too_big = total > self.retention_bytes
+                    expired = (
+                        self.retention_seconds is not None
+                        and status is not None
+                        and now - status.st_mtime > self.retention_seconds
+                    )
+                    if not (passed or too_big or expired):
+                        break
+                    (stream.path / _segment_name(base)).unlink(missing_ok=True)
+                    total -= status.st_size if status is not None else 0
+                    segments.pop(0)
+                    deleted += 1
+                if deleted:
+                    published = stream.published
+                    stream.published = _Published(tuple(segments), published.last_size, published.end)
+                    _sync_directory(stream.path)
+            if deleted:
+                with self._lock:
+                    self._counters["deleted"] += deleted
+
+
+def _fit(records: list[bytes], index: int, budget: int) -> int:
+    """How many records from ``index`` fit in a payload of ``budget`` bytes; always at least one."""
+    length = len(records[index])
+    end = index + 1
+    count = len(records)
+    while end < count:
+        length += 1 + len(records[end])
+        if length > budget:
+            break
+        end += 1
+    return end - index
+
+
+def _scan_blocks(path: Path, expected: int, start: int = 0) -> tuple[list[_Block], int]:
+    """The valid blocks of a segment from byte ``start`` (a block boundary where offset ``expected`` begins), in
+    order, and the byte position where they end: the end of the file, or where a torn or unfinished block starts."""
+    blocks: list[_Block] = []
+    with open(path, "rb") as file:
+        file.seek(start)
+        data = file.read()
+    byte = 0
+    while byte + HEADER_BYTES <= len(data):
+        magic, length, count, first = _HEADER.unpack_from(data, byte)
+        end = byte + HEADER_BYTES + length
+        if magic != _MAGIC or first != expected or count == 0 or end > len(data):
+            break
+        (crc,) = _CRC.unpack_from(data, byte + _HEADER.size)
+        if zlib.crc32(data[byte + HEADER_BYTES : end], zlib.crc32(data[byte : byte + _HEADER.size])) != crc:
+            break
+        blocks.append(_Block(start + byte, first, count, length))
+        expected = first + count
+        byte = end
+    return blocks, start + byte
+
+
+def _list_segments(path: Path) -> list[int]:
+    if not path.is_dir():
+        return []
+    bases = []
+    for entry in path.iterdir():
+        stem = entry.name.removesuffix(SEGMENT_SUFFIX)
+        if entry.name.endswith(SEGMENT_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit():
+            bases.append(int(stem))
+    return sorted(bases)
+
+
+def _segment_name(base: int) -> str:
+    return f"{base:0{OFFSET_DIGITS}d}{SEGMENT_SUFFIX}"
+
+
+def _create_segment(path: Path, base: int) -> None:
+    descriptor = os.open(path / _segment_name(base), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.close(descriptor)
+    _sync_directory(path)
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(descriptor, view)
+        view = view[written:]
+
+
+def _sync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _check_dataset(dataset: str) -> None:
+    if not _DATASET_NAME.fullmatch(dataset):
+        raise ValueError(f"invalid dataset name {dataset!r}: lowercase letters, digits and _ only")
