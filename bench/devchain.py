@@ -84,7 +84,6 @@ TRANSFER_TO = bytes.fromhex("000000000000000000000000000000000000bEEF".lower())
 TRANSFER_GAS = 21_000
 MAX_FEE_PER_GAS = 50 * 10**9  # far above both chains' base fee (1 gwei at genesis, falling while blocks are light)
 MAX_PRIORITY_FEE_PER_GAS = 10**9
-RUN_GAS = 1_500_000
 RUN_VALUE_WEI = 10  # run() passes 2 wei on
 DEPLOY_CONTRACT = "Helper"  # the smallest test contract with a constructor without arguments
 
@@ -97,7 +96,8 @@ TRACE_CALLS_LIMIT = 20_000
 
 SETUP_TIMEOUT_SECONDS = 30.0
 MAX_RECEIPT_POLLS = 10_000
-RECEIPT_POLL_PAUSE_SECONDS = 0.0005
+RECEIPT_POLL_PAUSE_SECONDS = 0.0005  # doubling up to the maximum
+MAX_RECEIPT_POLL_PAUSE_SECONDS = 0.004
 SETTLE_TIMEOUT_SECONDS = 300.0  # anvil mining the transactions it accepted faster than it mines them
 
 
@@ -283,11 +283,13 @@ async def _drive(spec: LoadSpec) -> LoadResult:
                 status, payload = await connection.request(data)
                 ok = _answered_ok(status, payload)
                 if ok and receipt_requests is not None:
+                    pause = RECEIPT_POLL_PAUSE_SECONDS
                     for _ in range(MAX_RECEIPT_POLLS):
                         status, payload = await connection.request(receipt_requests[index])
                         if b'"result":null' not in payload[:96]:
                             break
-                        await asyncio.sleep(RECEIPT_POLL_PAUSE_SECONDS)  # polling flat out slows anvil's miner
+                        await asyncio.sleep(pause)  # polling flat out slows anvil's miner
+                        pause = min(2 * pause, MAX_RECEIPT_POLL_PAUSE_SECONDS)
                     else:
                         payload = b"no receipt after %d polls" % MAX_RECEIPT_POLLS
                     ok = _answered_ok(status, payload)
@@ -410,6 +412,7 @@ class Bench:
     addresses: list[str]
     trace_target: dict[str, str] = field(default_factory=dict)  # chain -> TraceTarget address
     deploy_gas: int = 0
+    run_gas: int = 0
 
     def nonces(self, target: str) -> list[int]:
         url = self.urls[target]
@@ -453,15 +456,30 @@ class Bench:
         raise RuntimeError(f"anvil still has {pending_at_start} transactions pending")
 
 
-def _chain_url_from_log(log_text: str) -> tuple[str, int | None]:
-    """The development chain's own URL (for ``network``) and pid, from ``edgeplane serve``'s JSON log."""
+def _chain_url_from_log(log_text: str) -> tuple[str, dict[str, int]]:
+    """The development chain's own URL (for ``network``) and the pids of ``edgeplane serve``'s children.
+
+    From the JSON log: "started the development chain" (its ``url``, and its ``pid`` in older versions) and
+    "started a child process" (``child`` ``devchain`` and the edge workers ``edge-worker-N``).
+    """
+    url: str | None = None
+    pids: dict[str, int] = {}
     for line in log_text.splitlines():
         with contextlib.suppress(ValueError):
             entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("event") == "started the development chain":
-                pid = entry.get("pid")
-                return str(entry["url"]).replace("<network>", NETWORK), pid if isinstance(pid, int) else None
-    raise RuntimeError("edgeplane's log does not say where the development chain listens")
+            if not isinstance(entry, dict):
+                continue
+            pid = entry.get("pid")
+            if entry.get("event") == "started the development chain":
+                url = str(entry["url"]).replace("<network>", NETWORK)
+                if isinstance(pid, int):
+                    pids["chain"] = pid
+            elif entry.get("event") == "started a child process" and isinstance(pid, int):
+                child = str(entry.get("child"))
+                pids["chain" if child == "devchain" else child] = pid
+    if url is None:
+        raise RuntimeError("edgeplane's log does not say where the development chain listens")
+    return url, pids
 
 
 def send_all(bench: Bench, chain_targets: Sequence[str], raws: Sequence[bytes]) -> list[dict[str, Any]]:
@@ -506,6 +524,23 @@ def prepare(bench: Bench, senders: int) -> None:
     _, helper = load_contract(DEPLOY_CONTRACT)
     estimate = int(rpc(bench.urls["anvil"], "eth_estimateGas", [{"from": bench.addresses[0], "data": helper}]), 16)
     bench.deploy_gas = estimate * 5 // 4
+    run = {"from": bench.addresses[0], "to": bench.trace_target["anvil"], "value": hex(RUN_VALUE_WEI)}
+    run["data"] = "0x" + (_run_selector() + (1).to_bytes(32, "big")).hex()
+    bench.run_gas = int(rpc(bench.urls["anvil"], "eth_estimateGas", [run]), 16) * 3 // 2
+
+
+def _run_selector() -> bytes:
+    from eth_utils.crypto import keccak
+
+    return keccak(b"run(uint256)")[:4]
+
+
+def gas_limits(bench: Bench) -> dict[str, int]:
+    """The gas limit of each chain's latest block."""
+    return {
+        chain: int(rpc(bench.urls[chain], "eth_getBlockByNumber", ["latest", False])["gasLimit"], 16)
+        for chain in ("devchain", "anvil")
+    }
 
 
 # -- the workloads --------------------------------------------------------------------------------------------------
@@ -657,13 +692,11 @@ def produce_traffic(bench: Bench, args: argparse.Namespace, target: str) -> tupl
     takes longer than the time limit, the rest of the range is filled with empty blocks. Returns the first and the
     last block of the range.
     """
-    from eth_utils.crypto import keccak
-
     chain = bench.chain_of[target]
     nonces = bench.nonces(target)
     first = bench.head(target) + 1
     contract = bytes.fromhex(bench.trace_target[chain].removeprefix("0x"))
-    run_selector = keccak(b"run(uint256)")[:4]
+    run_selector = _run_selector()
     started = time.perf_counter()
     sent = 0
     for block in range(TRACE_BLOCKS):
@@ -672,7 +705,9 @@ def produce_traffic(bench: Bench, args: argparse.Namespace, target: str) -> tupl
         sender = block % len(bench.addresses)
         if block % RUN_EVERY_BLOCKS == RUN_EVERY_BLOCKS // 2:
             data = run_selector + (block + 1).to_bytes(32, "big")
-            raw = bench.signer.sign(sender, nonces[sender], to=contract, value=RUN_VALUE_WEI, gas=RUN_GAS, data=data)
+            raw = bench.signer.sign(
+                sender, nonces[sender], to=contract, value=RUN_VALUE_WEI, gas=bench.run_gas, data=data
+            )
         else:
             raw = bench.signer.sign(sender, nonces[sender], to=TRANSFER_TO, value=1, gas=TRANSFER_GAS, data=b"")
         nonces[sender] += 1
@@ -838,7 +873,9 @@ def report(args: argparse.Namespace, measured: dict[str, Any], targets: Sequence
 # -- main -----------------------------------------------------------------------------------------------------------
 
 
-WORKLOADS = ("transfers", "deployments", "calls", "trace_filter")
+# trace_filter first: the development chain's block gas limit shrinks with every block that is less than half
+# full (by 1/1024 a block, py-evm's rule), and its 800 blocks of traffic need room for the `run` transactions.
+WORKLOADS = ("trace_filter", "transfers", "deployments", "calls")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -905,14 +942,14 @@ def main(argv: list[str] | None = None) -> int:
                 scratch / "anvil", upstreams=(f"{NETWORK}={node.url}",), extra_args=("--log-level", "warning")
             )
         )
-        chain_url, chain_pid = _chain_url_from_log(dev_edge.log_path.read_text(errors="replace"))
+        chain_url, child_pids = _chain_url_from_log(dev_edge.log_path.read_text(errors="replace"))
         urls = {
             "devchain": dev_edge.rpc_url(NETWORK),
             "devchain-direct": chain_url,
             "anvil": node.url,
             "anvil-gw": anvil_edge.rpc_url(NETWORK),
         }
-        pids = {"edge": _pid(dev_edge), "chain": chain_pid, "anvil": _pid(node), "edge-anvil": _pid(anvil_edge)}
+        pids = {"edge": _pid(dev_edge), "anvil": _pid(node), "edge-anvil": _pid(anvil_edge), **child_pids}
         signer = Signer([account.private_key for account in accounts])
         signer.check(accounts[0].private_key)
         signer.forget()
@@ -927,15 +964,21 @@ def main(argv: list[str] | None = None) -> int:
         for target in args.target:
             if int(rpc(urls[target], "eth_chainId", []), 16) != CHAIN_ID:
                 raise RuntimeError(f"{target} is not chain {CHAIN_ID}")
-        prepare(bench, senders)
         measured: dict[str, Any] = {}
-        for workload in args.workload:
-            _progress(args, f"{workload} ...")
-            if workload == "trace_filter":
-                measured[workload] = measure_trace_filter(bench, args, args.target)
-            else:
-                measured[workload] = measure_workload(bench, args, workload, args.target, senders)
+        try:
+            prepare(bench, senders)
+            for workload in args.workload:
+                _progress(args, f"{workload} ... (block gas limits: {gas_limits(bench)})")
+                if workload == "trace_filter":
+                    measured[workload] = measure_trace_filter(bench, args, args.target)
+                else:
+                    measured[workload] = measure_workload(bench, args, workload, args.target, senders)
+        except RuntimeError:
+            print(f"the end of edgeplane's log (development chain):\n{dev_edge.log()}", file=sys.stderr)
+            raise
+        _progress(args, f"block gas limits at the end: {gas_limits(bench)}")
         document = report(args, measured, args.target)
+        document["gas_limit_at_end"] = gas_limits(bench)
         if args.json:
             print(json.dumps(document, indent=None, sort_keys=True))
     return 0

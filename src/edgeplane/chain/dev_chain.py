@@ -94,6 +94,8 @@ class DevChain:
                 head=self.chain.get_canonical_head().block_number,
                 database=str(config.database),
             )
+        self._base_fee_for = b""
+        self._next_base_fee = 0
         self._pending: list[SignedTransactionAPI] = []
         self._pending_hashes: set[bytes] = set()
         self._pending_nonces: dict[Address, int] = {}
@@ -173,9 +175,13 @@ class DevChain:
         return self.chain.get_vm(header).state
 
     def next_base_fee(self) -> int:
-        """The base fee of the next block."""
-        pending_header = self.chain.create_header_from_parent(self.head())
-        return int(pending_header.base_fee_per_gas or 0)
+        """The base fee of the next block (worked out once per head)."""
+        head = self.head()
+        if self._base_fee_for != head.hash:
+            pending_header = self.chain.create_header_from_parent(head)
+            self._next_base_fee = int(pending_header.base_fee_per_gas or 0)
+            self._base_fee_for = head.hash
+        return self._next_base_fee
 
     def receipts(self, header: BlockHeaderAPI) -> tuple[ReceiptAPI, ...]:
         """The receipts of a block, in transaction order."""
@@ -261,13 +267,21 @@ class DevChain:
         return len(self._pending)
 
     def mine(self) -> MinedBlock:
-        """Mines one block holding every queued transaction (an empty block when none is queued)."""
-        transactions, self._pending = self._pending, []
-        self._pending_hashes.clear()
-        self._pending_nonces.clear()
-        self._pending_costs.clear()
+        """Mines one block holding the queued transactions, in order, as many as the block's gas limit takes (an
+        empty block when none is queued); the rest stay queued for the next block."""
+        transactions: list[SignedTransactionAPI] = []
+        gas = 0
+        for transaction in self._pending:
+            if gas + transaction.gas > self.config.gas_limit:
+                break
+            transactions.append(transaction)
+            gas += transaction.gas
+        self._pending = self._pending[len(transactions) :]
+        self._requeue()
         head = self.head()
-        result, _receipts, computations = self.chain.mine_all(transactions, parent_header=head)
+        # The gas limit stays where it was configured (py-evm would let it drift down on light blocks).
+        self.chain.header = self.chain.create_header_from_parent(head, gas_limit=self.config.gas_limit)
+        result, _receipts, computations = self.chain.mine_all(transactions)
         block = result.imported_block
         try:
             self._index_traces(block, transactions, computations)
@@ -275,6 +289,17 @@ class DevChain:
             log.exception("tracing failed; the block has no trace records", block=block.number)
         self._commit()
         return MinedBlock(block=block, transaction_hashes=[tx.hash for tx in transactions])
+
+    def _requeue(self) -> None:
+        """Recomputes the pool's bookkeeping for the transactions still queued."""
+        self._pending_hashes = {transaction.hash for transaction in self._pending}
+        self._pending_nonces.clear()
+        self._pending_costs.clear()
+        for transaction in self._pending:
+            sender = transaction.sender
+            self._pending_nonces[sender] = transaction.nonce + 1
+            cost = transaction.gas * int(transaction.max_fee_per_gas) + transaction.value
+            self._pending_costs[sender] = self._pending_costs.get(sender, 0) + cost
 
     # -- traces --------------------------------------------------------------------------------------------------
 

@@ -90,6 +90,8 @@ class ChainNode:
             pending_waiter = self._waiters.pop(transaction_hash, None)
             if pending_waiter is not None and not pending_waiter.done():
                 pending_waiter.set_result(None)
+        if self.mining.block_time is None and self.chain.pending_count:
+            self._schedule_mining()  # more than one block's worth was queued
 
     async def send(self, raw: bytes) -> str:
         """Queues a raw transaction; with automining, returns once it is in a block."""
