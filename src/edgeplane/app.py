@@ -7,7 +7,7 @@ import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import structlog
 import uvicorn
@@ -108,8 +108,12 @@ def _edge_workers(
         "--database-url",
         database_url,
     ]
+
+    def worker_command(index: int) -> Callable[[bool], list[str]]:
+        return lambda _first: [*command, "--worker", str(index)]
+
     return [
-        ChildProcess(f"edge-worker-{index}", lambda _first: command, pass_fds=(edge_socket.fileno(),))
+        ChildProcess(f"edge-worker-{index}", worker_command(index), pass_fds=(edge_socket.fileno(),))
         for index in range(1, count + 1)
     ]
 
@@ -159,7 +163,7 @@ async def serve(settings: Settings) -> None:
     for name, network in edge_settings.networks.items():
         if name not in chain_networks:
             log.info("network ready", network=name, upstreams=[node.label for node in network.upstreams])
-    runtime = EdgeRuntime.build(edge_settings, snapshots)
+    runtime = EdgeRuntime.build(edge_settings, snapshots, worker=0)
     workers = _edge_workers(settings, edge_settings, edge_socket, database.url)
     for worker in workers:
         await worker.start()

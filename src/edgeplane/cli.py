@@ -124,6 +124,7 @@ def edge_worker(
     fd: Annotated[int, typer.Option("--fd", help="The inherited edge socket.")],
     settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
     database_url: Annotated[str, typer.Option("--database-url", help="The configuration database.")],
+    worker: Annotated[int, typer.Option("--worker", help="This worker's number (its log partition).")] = 1,
 ) -> None:
     """An edge worker process, started by `edgeplane serve` (not for direct use)."""
     import socket
@@ -138,7 +139,7 @@ def edge_worker(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     listener = socket.socket(fileno=fd)
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run_edge_worker(settings, listener, database_url))
+        uvloop.run(run_edge_worker(settings, listener, database_url, worker=worker))
 
 
 chain_app = typer.Typer(

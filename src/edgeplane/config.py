@@ -109,6 +109,20 @@ class DevChainSettings(BaseModel):
     fresh: bool = Field(default=False, description="discard the stored chain at start")
 
 
+class LogSettings(BaseModel):
+    """Request logs: the log store between the edge and Logpush delivery."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(default=True, description="record every request in <data dir>/logs")
+    retention_bytes: int = Field(default=1 << 30, ge=1 << 20, description="per dataset and edge worker")
+    retention_seconds: float | None = Field(default=7 * 24 * 3600, gt=0)
+    client_country_header: str | None = Field(
+        default=None, description="trusted request header with the client's country (ISO 3166 alpha-2)"
+    )
+    client_asn_header: str | None = Field(default=None, description="trusted request header with the client's ASN")
+
+
 def _default_networks() -> dict[str, NetworkSettings]:
     return {name: NetworkSettings() for name in ("mainnet", "sepolia", "holesky")}
 
@@ -132,6 +146,7 @@ class Settings(BaseSettings):
     networks: dict[str, NetworkSettings] = Field(default_factory=_default_networks)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     dev_chain: DevChainSettings = Field(default_factory=DevChainSettings)
+    logs: LogSettings = Field(default_factory=LogSettings)
 
     @property
     def edge_worker_count(self) -> int:

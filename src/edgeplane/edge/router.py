@@ -10,7 +10,10 @@ reaches the gateway, with its body.
 
 from __future__ import annotations
 
+import time
+
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
+from edgeplane.edge.request_log import RequestLog, new_ray_id
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.service import Gateway
 from edgeplane.store.snapshot import SnapshotHolder
@@ -25,12 +28,26 @@ _UNSUPPORTED_MEDIA_TYPE = jsonrpc_error(
 class EdgeRouter:
     """The edge listener's handler for ``HttpServer``: routes a request to the gateway or refuses it."""
 
-    def __init__(self, gateway: Gateway, snapshots: SnapshotHolder) -> None:
+    def __init__(self, gateway: Gateway, snapshots: SnapshotHolder, request_log: RequestLog | None = None) -> None:
         self.gateway = gateway
         self.snapshots = snapshots
+        self.request_log = request_log
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
+        if self.request_log is None or request.path == "/healthz":
+            return self._refusal(request)
+        started_ns = time.time_ns()
+        response = self._refusal(request)
+        if response is not None:
+            host = _host(request)
+            ray_id = new_ray_id()
+            response = _with_ray(response, ray_id)
+            zone = self.snapshots.current.web3_zone(host)
+            self.request_log.emit(request, response, ray_id=ray_id, started_ns=started_ns, zone=zone, host=host)
+        return response
+
+    def _refusal(self, request: EdgeRequest) -> EdgeResponse | None:
         path = request.path
         if path == "/healthz":
             return _HEALTHY
@@ -56,8 +73,35 @@ class EdgeRouter:
 
     async def handle(self, request: EdgeRequest) -> EdgeResponse:
         """The gateway's answer to a request ``answer_head`` let through."""
-        response = await self.gateway.handle(_network(request.path), request.body)
-        return EdgeResponse(response.status, response.body)
+        if self.request_log is None:
+            answer = await self.gateway.handle(_network(request.path), request.body)
+            return EdgeResponse(answer.status, answer.body)
+        started_ns = time.time_ns()
+        answer = await self.gateway.handle(_network(request.path), request.body)
+        origin_ms = (time.time_ns() - started_ns) // 1_000_000
+        ray_id = new_ray_id()
+        response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
+        host = _host(request)
+        self.request_log.emit(
+            request,
+            response,
+            ray_id=ray_id,
+            started_ns=started_ns,
+            zone=self.snapshots.current.web3_zone(host),
+            host=host,
+            origin_status=answer.status,
+            origin_duration_ms=origin_ms,
+        )
+        return response
+
+
+def _with_ray(response: EdgeResponse, ray_id: str) -> EdgeResponse:
+    return EdgeResponse(
+        response.status,
+        response.body,
+        content_type=response.content_type,
+        headers=(*response.headers, (b"cf-ray", ray_id.encode() + b"-EDG")),
+    )
 
 
 def _network(path: str) -> str:

@@ -9,16 +9,20 @@ import contextlib
 import signal
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
 from edgeplane.config import Settings
 from edgeplane.edge.http_server import HttpServer
+from edgeplane.edge.request_log import RequestLog, RequestLogSettings
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.logs.datasets import DATASETS
+from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.store.database import Database
 from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, build_snapshot, read_config_version
 
@@ -41,6 +45,21 @@ def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
     }
 
 
+def log_partition(settings: Settings, worker: int) -> Path:
+    """The log store directory of one edge worker: each worker writes its own partition."""
+    return settings.data_dir / "logs" / f"edge-{worker}"
+
+
+def open_log_store(settings: Settings, worker: int) -> SegmentedLogStore:
+    """The writable log store of one edge worker."""
+    return SegmentedLogStore(
+        log_partition(settings, worker),
+        retention_bytes=settings.logs.retention_bytes,
+        retention_seconds=settings.logs.retention_seconds,
+        datasets=DATASETS,
+    )
+
+
 @dataclass(slots=True)
 class EdgeRuntime:
     """What an edge worker runs."""
@@ -48,23 +67,39 @@ class EdgeRuntime:
     pools: dict[str, UpstreamPool]
     gateway: Gateway
     server: HttpServer
+    log_store: SegmentedLogStore | None
 
     @classmethod
-    def build(cls, settings: Settings, snapshots: SnapshotHolder) -> EdgeRuntime:
+    def build(cls, settings: Settings, snapshots: SnapshotHolder, *, worker: int) -> EdgeRuntime:
         """Builds the runtime and starts the pools' health checks (call from a running loop)."""
         pools = build_pools(settings)
         for pool in pools.values():
             pool.start()
         gateway = Gateway(load_method_policy(), pools, settings.gateway)
-        server = HttpServer(EdgeRouter(gateway, snapshots), max_body_bytes=settings.gateway.max_body_bytes)
-        return cls(pools=pools, gateway=gateway, server=server)
+        log_store = open_log_store(settings, worker) if settings.logs.enabled else None
+        request_log = None
+        if log_store is not None:
+            headers = RequestLogSettings(
+                country_header=_header(settings.logs.client_country_header),
+                asn_header=_header(settings.logs.client_asn_header),
+            )
+            request_log = RequestLog(log_store, headers)
+        router = EdgeRouter(gateway, snapshots, request_log)
+        server = HttpServer(router, max_body_bytes=settings.gateway.max_body_bytes)
+        return cls(pools=pools, gateway=gateway, server=server, log_store=log_store)
 
     async def close(self) -> None:
-        """Stops health checks and closes upstream connections."""
+        """Stops health checks, closes upstream connections, and writes down every buffered log record."""
         for pool in self.pools.values():
             await pool.stop()
             for node in pool.nodes:
                 node.close()
+        if self.log_store is not None:
+            await asyncio.to_thread(self.log_store.close)
+
+
+def _header(name: str | None) -> bytes | None:
+    return name.lower().encode("latin-1") if name else None
 
 
 def read_snapshot(database: Database) -> ConfigSnapshot:
@@ -90,11 +125,11 @@ async def follow_configuration(database: Database, snapshots: SnapshotHolder) ->
             log.warning("could not read the configuration; keeping the current snapshot", exc_info=True)
 
 
-async def run_edge_worker(settings: Settings, listener: socket.socket, database_url: str) -> None:
+async def run_edge_worker(settings: Settings, listener: socket.socket, database_url: str, *, worker: int) -> None:
     """An edge worker process: serves ``listener`` until SIGINT or SIGTERM."""
     database = Database(database_url)
     snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
-    runtime = EdgeRuntime.build(settings, snapshots)
+    runtime = EdgeRuntime.build(settings, snapshots, worker=worker)
     follower = asyncio.create_task(follow_configuration(database, snapshots))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -1,0 +1,120 @@
+"""The ``http_requests`` record of every request the edge answers, appended to the log store.
+
+Built from what the edge knows when it answers: the client, the request line and headers, the zone, the response
+and its timings. Fields the edge cannot know (bot scores, TLS details, cache status) are left out of the record and
+appear as the dataset's missing values in the output. ``ClientCountry`` and ``ClientASN`` come from trusted request
+headers when configured (for example set by a load balancer in front). Emission never blocks the request: the
+record is one dictionary and one ``orjson.dumps``; the store buffers it, and a store that refuses (its disk stalled)
+is counted in a metric, not raised.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import orjson
+from prometheus_client import Counter
+
+from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
+from edgeplane.logs.log_store import LogStore, LogStoreError
+from edgeplane.store.snapshot import ZoneRoute
+
+HTTP_REQUESTS = "http_requests"
+
+RECORDS_REFUSED = Counter(
+    "edgeplane_log_records_refused_total", "Log records the log store refused (its disk fell behind).", ["dataset"]
+)
+RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records appended to the log store.", ["dataset"])
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLogSettings:
+    """Where the client's country and network number come from, when a trusted front sets them."""
+
+    country_header: bytes | None = None
+    asn_header: bytes | None = None
+
+
+def new_ray_id() -> str:
+    """A request id: 16 lowercase hex characters."""
+    return os.urandom(8).hex()
+
+
+class RequestLog:
+    """Appends one ``http_requests`` record per answered request."""
+
+    def __init__(self, store: LogStore, settings: RequestLogSettings | None = None) -> None:
+        self.store = store
+        self.settings = settings or RequestLogSettings()
+        self._emitted = RECORDS_EMITTED.labels(HTTP_REQUESTS)
+        self._refused = RECORDS_REFUSED.labels(HTTP_REQUESTS)
+
+    def emit(
+        self,
+        request: EdgeRequest,
+        response: EdgeResponse,
+        *,
+        ray_id: str,
+        started_ns: int,
+        zone: ZoneRoute | None,
+        host: str,
+        origin_status: int | None = None,
+        origin_duration_ms: int | None = None,
+    ) -> None:
+        """Appends the record of one request."""
+        ended_ns = time.time_ns()
+        client_ip, client_port = request.client if request.client else ("", 0)
+        server_ip = request.server[0] if request.server else ""
+        query = request.query_string.decode("latin-1")
+        uri = request.path + ("?" + query if query else "")
+        body_bytes = len(response.body)
+        record: dict[str, object] = {
+            "RayID": ray_id,
+            "ZoneName": zone.zone_name if zone else "",
+            "ClientIP": client_ip,
+            "ClientSrcPort": client_port,
+            "ClientRequestHost": host,
+            "EdgeRequestHost": host,
+            "ClientRequestMethod": request.method,
+            "ClientRequestPath": request.path,
+            "ClientRequestURI": uri,
+            "ClientRequestProtocol": f"HTTP/{request.http_version}",
+            "ClientRequestScheme": "http",
+            "ClientRequestSource": "eyeball",
+            "ClientRequestUserAgent": _text(request.header(b"user-agent")),
+            "ClientRequestReferer": _text(request.header(b"referer")),
+            "ClientXRequestedWith": _text(request.header(b"x-requested-with")),
+            "ClientRequestBytes": request.content_length,
+            "EdgeResponseStatus": response.status,
+            "EdgeResponseBodyBytes": body_bytes,
+            "EdgeResponseBytes": body_bytes + 128 + sum(len(k) + len(v) + 4 for k, v in response.headers),
+            "EdgeResponseContentType": response.content_type.decode("latin-1"),
+            "EdgeStartTimestamp": started_ns,
+            "EdgeEndTimestamp": ended_ns,
+            "EdgeTimeToFirstByteMs": max(0, (ended_ns - started_ns) // 1_000_000),
+            "EdgeServerIP": server_ip,
+        }
+        if origin_status is not None:
+            record["OriginResponseStatus"] = origin_status
+        if origin_duration_ms is not None:
+            record["OriginResponseDurationMs"] = origin_duration_ms
+        if self.settings.country_header is not None:
+            country = request.header(self.settings.country_header)
+            if country:
+                record["ClientCountry"] = country.decode("latin-1").strip().lower()[:2]
+        if self.settings.asn_header is not None:
+            asn = request.header(self.settings.asn_header)
+            if asn and asn.strip().isdigit():
+                record["ClientASN"] = int(asn)
+        try:
+            self.store.append(HTTP_REQUESTS, [orjson.dumps(record)])
+        except LogStoreError:
+            self._refused.inc()
+            return
+        self._emitted.inc()
+
+
+def _text(value: bytes | None) -> str:
+    return value.decode("latin-1") if value else ""
