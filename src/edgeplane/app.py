@@ -8,6 +8,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import structlog
 import uvicorn
@@ -20,9 +21,11 @@ from edgeplane.bootstrap import ensure_bootstrap, ensure_install_secret
 from edgeplane.chain.process import ChainProcess
 from edgeplane.child_process import ChildProcess
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
-from edgeplane.edge.runtime import EdgeRuntime, read_snapshot
+from edgeplane.edge.runtime import EdgeRuntime
+from edgeplane.logs.log_store import SegmentedLogStore
+from edgeplane.logs.partitions import partition_directory
 from edgeplane.store.database import Database, default_database_url
-from edgeplane.store.snapshot import SnapshotHolder
+from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 
@@ -84,6 +87,31 @@ def _with_dev_chain(settings: Settings, chain: ChainProcess | None) -> Settings:
     return settings.model_copy(update={"networks": networks})
 
 
+def _settings_file(settings: Settings, edge_settings: Settings) -> Path:
+    run_dir = settings.data_dir / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "resolved-settings.json"
+    path.write_text(edge_settings.model_dump_json(), encoding="utf-8")
+    return path
+
+
+def _delivery(settings: Settings, edge_settings: Settings, database_url: str) -> ChildProcess:
+    """The Logpush delivery process."""
+    command = [
+        sys.executable,
+        "-m",
+        "edgeplane",
+        "delivery",
+        "--settings-file",
+        str(_settings_file(settings, edge_settings)),
+        "--database-url",
+        database_url,
+        "--workers",
+        str(settings.edge_worker_count),
+    ]
+    return ChildProcess("delivery", lambda _first: command)
+
+
 def _edge_workers(
     settings: Settings, edge_settings: Settings, edge_socket: socket.socket, database_url: str
 ) -> list[ChildProcess]:
@@ -91,10 +119,7 @@ def _edge_workers(
     count = settings.edge_worker_count - 1
     if count <= 0:
         return []
-    run_dir = settings.data_dir / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    settings_file = run_dir / "edge-worker-settings.json"
-    settings_file.write_text(edge_settings.model_dump_json(), encoding="utf-8")
+    settings_file = _settings_file(settings, edge_settings)
     edge_socket.set_inheritable(True)
     command = [
         sys.executable,
@@ -138,7 +163,18 @@ async def serve(settings: Settings) -> None:
     def reload_snapshot() -> None:
         snapshots.replace(read_snapshot(database))
 
-    plane = ControlPlane(database, secret=ensure_install_secret(settings.data_dir), on_change=reload_snapshot)
+    def place_cursors(dataset: str, job_id: int) -> None:
+        for worker in range(settings.edge_worker_count):
+            SegmentedLogStore(partition_directory(settings.data_dir, worker), writable=False).open_cursor(
+                dataset, job_id
+            )
+
+    plane = ControlPlane(
+        database,
+        secret=ensure_install_secret(settings.data_dir),
+        on_change=reload_snapshot,
+        on_job_created=place_cursors if settings.logs.enabled else None,
+    )
     chain_networks = [name for name, network in settings.networks.items() if not network.upstreams]
     chain: ChainProcess | None = None
     if chain_networks:
@@ -165,6 +201,8 @@ async def serve(settings: Settings) -> None:
             log.info("network ready", network=name, upstreams=[node.label for node in network.upstreams])
     runtime = EdgeRuntime.build(edge_settings, snapshots, worker=0)
     workers = _edge_workers(settings, edge_settings, edge_socket, database.url)
+    if settings.logs.enabled:
+        workers.append(_delivery(settings, edge_settings, database.url))
     for worker in workers:
         await worker.start()
     api = _listener(build_api_app(plane), settings.api_host, settings.api_port)
@@ -180,7 +218,7 @@ async def serve(settings: Settings) -> None:
         "edgeplane started",
         version=__version__,
         edge=f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}",
-        edge_workers=1 + len(workers),
+        edge_workers=settings.edge_worker_count,
         api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
         data_dir=str(settings.data_dir),
     )

@@ -142,6 +142,25 @@ def edge_worker(
         uvloop.run(run_edge_worker(settings, listener, database_url, worker=worker))
 
 
+@app.command("delivery", hidden=True)
+def delivery(
+    settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
+    database_url: Annotated[str, typer.Option("--database-url", help="The configuration database.")],
+    workers: Annotated[int, typer.Option("--workers", help="How many edge workers write log partitions.")],
+) -> None:
+    """The Logpush delivery process, started by `edgeplane serve` (not for direct use)."""
+    import uvloop
+
+    from edgeplane.config import Settings
+    from edgeplane.logs.delivery_process import run_delivery
+    from edgeplane.structured_logging import configure_logging
+
+    settings = Settings.model_validate_json(settings_file.read_text(encoding="utf-8"))
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(run_delivery(settings, database_url, workers=workers))
+
+
 chain_app = typer.Typer(
     help="The embedded Ethereum development chain (py-evm, Prague), as a local JSON-RPC node.",
     no_args_is_help=False,

@@ -50,6 +50,7 @@ class ApiResult:
     status: int = 200
     changed: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list)
+    after_commit: Callable[[ControlPlane], None] | None = None
 
 
 Handler = Callable[[ApiRequest], ApiResult]
@@ -58,10 +59,19 @@ Handler = Callable[[ApiRequest], ApiResult]
 class ControlPlane:
     """The shared state of the API: the database, and who to tell when configuration changes."""
 
-    def __init__(self, database: Database, *, secret: bytes, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        secret: bytes,
+        on_change: Callable[[], None] | None = None,
+        on_job_created: Callable[[str, int], None] | None = None,
+    ) -> None:
         self.database = database
         self.secret = secret  # keys what the API derives rather than stores (ownership challenges)
         self.on_change = on_change or (lambda: None)
+        # A new Logpush job starts at the current end of the logs: its cursors are placed when it is created.
+        self.on_job_created = on_job_created or (lambda dataset, job_id: None)
 
     def endpoint(self, handler: Handler) -> Callable[[Request], Any]:
         """A Starlette endpoint running ``handler``."""
@@ -107,6 +117,8 @@ class ControlPlane:
             )
             if result.changed:
                 bump_config_version(session)
+        if result.after_commit is not None:
+            result.after_commit(self)
         if result.changed:
             self.on_change()
         return result

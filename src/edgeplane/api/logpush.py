@@ -259,7 +259,10 @@ def create_job(request: ApiRequest) -> ApiResult:
     _apply(job, body, dataset, creating=True)
     request.session.add(job)
     request.session.flush()
-    return ApiResult(job_json(job), changed=True)
+    job_id, dataset_name = job.id, job.dataset
+    return ApiResult(
+        job_json(job), changed=True, after_commit=lambda plane: plane.on_job_created(dataset_name, job_id)
+    )
 
 
 def update_job(request: ApiRequest) -> ApiResult:

@@ -9,7 +9,6 @@ import contextlib
 import signal
 import socket
 from dataclasses import dataclass
-from pathlib import Path
 
 import structlog
 
@@ -23,13 +22,11 @@ from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.log_store import SegmentedLogStore
+from edgeplane.logs.partitions import partition_directory
 from edgeplane.store.database import Database
-from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, build_snapshot, read_config_version
+from edgeplane.store.snapshot import SnapshotHolder, follow_configuration, read_snapshot
 
 log = structlog.get_logger(__name__)
-
-# How often a worker process checks whether the configuration changed.
-FOLLOW_INTERVAL_SECONDS = 0.25
 
 
 def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
@@ -45,15 +42,10 @@ def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
     }
 
 
-def log_partition(settings: Settings, worker: int) -> Path:
-    """The log store directory of one edge worker: each worker writes its own partition."""
-    return settings.data_dir / "logs" / f"edge-{worker}"
-
-
 def open_log_store(settings: Settings, worker: int) -> SegmentedLogStore:
     """The writable log store of one edge worker."""
     return SegmentedLogStore(
-        log_partition(settings, worker),
+        partition_directory(settings.data_dir, worker),
         retention_bytes=settings.logs.retention_bytes,
         retention_seconds=settings.logs.retention_seconds,
         datasets=DATASETS,
@@ -100,29 +92,6 @@ class EdgeRuntime:
 
 def _header(name: str | None) -> bytes | None:
     return name.lower().encode("latin-1") if name else None
-
-
-def read_snapshot(database: Database) -> ConfigSnapshot:
-    """The current configuration snapshot."""
-    with database.session() as session:
-        return build_snapshot(session)
-
-
-async def follow_configuration(database: Database, snapshots: SnapshotHolder) -> None:
-    """Rebuilds the snapshot whenever the configuration version changes; runs until cancelled."""
-
-    def current_version() -> int:
-        with database.session() as session:
-            return read_config_version(session)
-
-    while True:
-        await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
-        try:
-            version = await asyncio.to_thread(current_version)
-            if version != snapshots.current.version:
-                snapshots.replace(await asyncio.to_thread(read_snapshot, database))
-        except Exception:  # the database may be briefly unavailable; keep serving the snapshot we have
-            log.warning("could not read the configuration; keeping the current snapshot", exc_info=True)
 
 
 async def run_edge_worker(settings: Settings, listener: socket.socket, database_url: str, *, worker: int) -> None:

@@ -37,9 +37,9 @@ stall every request on the event loop behind one slow disk. ``stats()`` counts t
 
 Retention: after each sync the flusher deletes whole segments, oldest first, never the one being written, when the
 dataset holds more than ``retention_bytes``, when a segment's newest record is older than ``retention_seconds``
-(its file modification time), or when every job's cursor of the dataset has passed the segment (a dataset with no
-cursor keeps only its current segment). A read from a deleted position raises ``PositionLostError`` carrying the
-oldest available position and the number of records lost.
+(its file modification time), or when the dataset has cursors and every one of them has passed the segment (a
+dataset without any cursor keeps what the two bounds allow). A read from a deleted position raises
+``PositionLostError`` carrying the oldest available position and the number of records lost.
 
 Concurrency: one writer *process* per directory (the edge worker that owns it; two writers would corrupt it, and no
 lock file guards against that yet). Readers may be other threads of the writer's process, which see every flushed
@@ -51,6 +51,7 @@ the reader's thread; ``append`` does none, so it is safe to call on the event lo
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
 import struct
@@ -400,7 +401,10 @@ class SegmentedLogStore:
                 # retention deleted the segment between our snapshot and the read
                 if records:
                     break
-                raise PositionLostError(dataset, next_position, self.oldest_position(dataset)) from None
+                oldest = self.oldest_position(dataset)
+                if oldest > position:
+                    raise PositionLostError(dataset, position, oldest) from None
+                return self.read(dataset, position, max_records, max_bytes)
             for block, payload in blocks:
                 lines = payload.split(b"\n")
                 if len(lines) != block.count:
@@ -697,14 +701,17 @@ class SegmentedLogStore:
                     os.ftruncate(stream.fd, stream.published.last_size)
                 while written < len(records):
                     published = stream.published
-                    if published.last_size >= self.segment_bytes:
+                    room = self.segment_bytes - published.last_size - HEADER_BYTES
+                    if published.last_size and len(records[written]) > room:
                         self._roll(stream)
                         published = stream.published
                     size, offset = published.last_size, published.end
                     blocks: list[bytes] = []
                     index = written
-                    while index < len(records) and size < self.segment_bytes:
+                    while index < len(records):
                         budget = min(_MAX_BLOCK_PAYLOAD, self.segment_bytes - size - HEADER_BYTES)
+                        if size and len(records[index]) > budget:
+                            break  # the next segment takes it; a record larger than a segment gets one of its own
                         take = _fit(records, index, budget)
                         payload = b"\n".join(records[index : index + take])
                         header = _HEADER.pack(_MAGIC, len(payload), take, offset)
@@ -749,18 +756,16 @@ class SegmentedLogStore:
             cursors = self._cursor_positions(stream.name)
             with self._write_lock:
                 segments = list(stream.published.segments)
-                sizes = {}
+                sizes: dict[int, os.stat_result] = {}
                 for base in segments[:-1]:
-                    try:
+                    with contextlib.suppress(FileNotFoundError):
                         sizes[base] = (stream.path / _segment_name(base)).stat()
-                    except FileNotFoundError:
-                        continue
-                total = sum(s.st_size for s in sizes.values()) + stream.published.last_size
-                deleted = 0
+                total = sum(status.st_size for status in sizes.values()) + stream.published.last_size
+                doomed: list[int] = []
                 while len(segments) > 1:
                     base, following = segments[0], segments[1]
                     status = sizes.get(base)
-                    passed = all(cursor >= following for cursor in cursors)
+                    passed = bool(cursors) and all(cursor >= following for cursor in cursors)
                     too_big = total > self.retention_bytes
                     expired = (
                         self.retention_seconds is not None
@@ -769,17 +774,19 @@ class SegmentedLogStore:
                     )
                     if not (passed or too_big or expired):
                         break
-                    (stream.path / _segment_name(base)).unlink(missing_ok=True)
                     total -= status.st_size if status is not None else 0
-                    segments.pop(0)
-                    deleted += 1
-                if deleted:
-                    published = stream.published
-                    stream.published = _Published(tuple(segments), published.last_size, published.end)
-                    _sync_directory(stream.path)
-            if deleted:
-                with self._lock:
-                    self._counters["deleted"] += deleted
+                    doomed.append(segments.pop(0))
+                if not doomed:
+                    continue
+                # readers taking a snapshot from now on no longer see the segments; one holding an older snapshot
+                # finds a file missing and looks again
+                published = stream.published
+                stream.published = _Published(tuple(segments), published.last_size, published.end)
+                for base in doomed:
+                    (stream.path / _segment_name(base)).unlink(missing_ok=True)
+                _sync_directory(stream.path)
+            with self._lock:
+                self._counters["deleted"] += len(doomed)
 
 
 def _fit(records: list[bytes], index: int, budget: int) -> int:

@@ -105,14 +105,16 @@ def compile_formatter(options: OutputOptions, dataset: Dataset) -> RecordFormatt
     for name in fields:
         if dataset.field(name) is None:
             raise OutputOptionsError("output_options.field_names", f"unknown field {name!r} in {dataset.name}")
-    select = _selector(fields, dataset, options.timestamp_format)
     prefix = options.record_prefix.encode()
     suffix = options.record_suffix.encode()
     template = _parse_template(options.record_template, dataset) if options.record_template else None
     if options.output_type == "csv":
+        select = _selector(fields, dataset, options.timestamp_format)
         encode = _csv_encoder(fields, select, prefix, suffix, options.field_delimiter, template)
     else:
-        encode = _ndjson_encoder(fields, select, prefix, suffix, options.field_delimiter, template)
+        encode = _ndjson_encoder(
+            fields, dataset, options.timestamp_format, prefix, suffix, options.field_delimiter, template
+        )
     return RecordFormatter(
         fields=fields,
         batch_prefix=options.batch_prefix.encode(),
@@ -128,26 +130,41 @@ def compile_formatter(options: OutputOptions, dataset: Dataset) -> RecordFormatt
 
 
 def _selector(fields: tuple[str, ...], dataset: Dataset, timestamp_format: str) -> Callable[[Record], list[Any]]:
-    """A function from a record to the values of ``fields`` in order, timestamps converted. It is generated as one
-    list display (``[g(n0), _ts(g(n1)), ...]``), field names bound as closure constants, never written in the
-    source; it runs several times faster than a loop over the fields."""
+    """A function from a record to the values of ``fields`` in order, timestamps converted."""
+    select: Callable[[Record], list[Any]] = _generate(fields, dataset, timestamp_format, "[", "]")
+    return select
+
+
+def _member_selector(
+    fields: tuple[str, ...], dataset: Dataset, timestamp_format: str
+) -> Callable[[Record], dict[str, Any]]:
+    """A function from a record to a dict of ``fields`` in order (what ndjson writes), timestamps converted."""
+    select: Callable[[Record], dict[str, Any]] = _generate(fields, dataset, timestamp_format, "{", "}")
+    return select
+
+
+def _generate(fields: tuple[str, ...], dataset: Dataset, timestamp_format: str, opening: str, closing: str) -> Any:
+    """One list display (``[g(n0), _ts(g(n1)), ...]``) or dict display (``{n0: g(n0), ...}``) compiled into a
+    function of the record ``r``. Field names are bound as closure constants ``n0``, ``n1``, ..., never written in
+    the source. It runs several times faster than a loop over the fields."""
     convert = _TIMESTAMP_CONVERTERS[timestamp_format]
     names = [f"n{index}" for index in range(len(fields))]
     items = [
         f"_ts(g({name}))" if convert is not None and _is_timestamp(dataset, field) else f"g({name})"
         for name, field in zip(names, fields, strict=True)
     ]
+    if opening == "{":
+        items = [f"{name}: {item}" for name, item in zip(names, items, strict=True)]
     source = (
         f"def _factory(_ts, {', '.join(names) or '_unused=None'}):\n"
         "    def select(r):\n"
         "        g = r.get\n"
-        f"        return [{', '.join(items)}]\n"
+        f"        return {opening}{', '.join(items)}{closing}\n"
         "    return select\n"
     )
     namespace: dict[str, Any] = {"__builtins__": {}}
     exec(compile(source, "<logpush field selection>", "exec"), namespace)  # noqa: S102 - no record text in the source
-    select: Callable[[Record], list[Any]] = namespace["_factory"](convert, *fields)
-    return select
+    return namespace["_factory"](convert, *fields)
 
 
 def _is_timestamp(dataset: Dataset, name: str) -> bool:
@@ -180,7 +197,8 @@ _TIMESTAMP_CONVERTERS: Final[dict[str, Callable[[Any], Any] | None]] = {
 
 def _ndjson_encoder(
     fields: tuple[str, ...],
-    select: Callable[[Record], list[Any]],
+    dataset: Dataset,
+    timestamp_format: str,
     prefix: bytes,
     suffix: bytes,
     delimiter: str,
@@ -188,27 +206,30 @@ def _ndjson_encoder(
 ) -> Callable[[Record], bytes]:
     dumps = orjson.dumps
     if template is not None:
+        select = _selector(fields, dataset, timestamp_format)
         return _template_encoder(fields, select, prefix, suffix, template, lambda value: dumps(value).decode())
-    keys = [dumps(name) + b":" for name in fields]
+    members = _member_selector(fields, dataset, timestamp_format)
     if delimiter == ",":
-        # orjson writes the whole object in one call; we only swap its braces for the prefix and suffix
+        # orjson writes the whole object in one call; only its braces are swapped for the prefix and suffix
         if prefix == b"{" and suffix.startswith(b"}"):
             tail = suffix[1:]
 
             def encode_default(record: Record) -> bytes:
-                return dumps(dict(zip(fields, select(record), strict=True))) + tail
+                return dumps(members(record)) + tail
 
             return encode_default
 
         def encode_affixed(record: Record) -> bytes:
-            return prefix + dumps(dict(zip(fields, select(record), strict=True)))[1:-1] + suffix
+            return prefix + dumps(members(record))[1:-1] + suffix
 
         return encode_affixed
     separator = delimiter.encode()
+    keys = [dumps(name) + b":" for name in fields]
+    select = _selector(fields, dataset, timestamp_format)
 
     def encode_members(record: Record) -> bytes:
-        members = separator.join([key + dumps(value) for key, value in zip(keys, select(record), strict=True)])
-        return prefix + members + suffix
+        pairs = [key + dumps(value) for key, value in zip(keys, select(record), strict=True)]
+        return prefix + separator.join(pairs) + suffix
 
     return encode_members
 
@@ -226,31 +247,41 @@ def _csv_encoder(
 ) -> Callable[[Record], bytes]:
     specials = (*_CSV_SPECIALS, delimiter) if delimiter else _CSV_SPECIALS
 
-    def text(value: Any) -> str:
-        kind = type(value)
-        if kind is str:
-            rendered: str = value
-        elif value is None:
-            return ""
-        elif kind is int:
-            return str(value)
-        elif kind is bool:
-            return "true" if value else "false"
-        else:
-            rendered = orjson.dumps(value).decode()
+    def quoted(text: str) -> str:
         for special in specials:
-            if special in rendered:
-                return '"' + rendered.replace('"', '""') + '"'
-        return rendered
+            if special in text:
+                return '"' + text.replace('"', '""') + '"'
+        return text
 
     if template is not None:
-        return _template_encoder(fields, select, prefix, suffix, template, text)
+        return _template_encoder(fields, select, prefix, suffix, template, lambda value: quoted(_csv_text(value)))
     prefix_text, suffix_text = prefix.decode(), suffix.decode()
+    separators = len(fields) - 1
 
     def encode(record: Record) -> bytes:
-        return (prefix_text + delimiter.join([text(value) for value in select(record)]) + suffix_text).encode()
+        texts = [value if type(value) is str else _csv_text(value) for value in select(record)]
+        row = delimiter.join(texts)
+        # the common case: no value needs quoting, which one scan of the whole row shows
+        if ('"' in row or "\n" in row or "\r" in row) or (delimiter and row.count(delimiter) != separators):
+            row = delimiter.join([quoted(text) for text in texts])
+        return (prefix_text + row + suffix_text).encode()
 
     return encode
+
+
+def _csv_text(value: Any) -> str:
+    """A value as csv text, before quoting."""
+    kind = type(value)
+    if kind is str:
+        text: str = value
+        return text
+    if value is None:
+        return ""
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    return orjson.dumps(value).decode()
 
 
 # -- record_template ----------------------------------------------------------------------------------------------

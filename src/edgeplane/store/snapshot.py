@@ -3,13 +3,21 @@ configuration changes and swapped in whole. The request path reads only the snap
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeplane.store.database import Database
 from edgeplane.store.models import ConfigVersion, LogpushJob, Web3Hostname, Zone
+
+log = structlog.get_logger(__name__)
+
+# How often a process other than the control plane's checks whether the configuration changed.
+FOLLOW_INTERVAL_SECONDS = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +35,7 @@ class ConfigSnapshot:
     """The data plane's whole configuration at one version."""
 
     version: int = 0
+    zones: dict[str, ZoneRoute] = field(default_factory=dict)
     web3_hostnames: dict[str, ZoneRoute] = field(default_factory=dict)
     logpush_jobs: tuple[dict[str, Any], ...] = ()
 
@@ -62,8 +71,9 @@ def build_snapshot(session: Session) -> ConfigSnapshot:
         }
         for job in session.scalars(select(LogpushJob).order_by(LogpushJob.id)).all()
     )
+    routes = {zone.id: ZoneRoute(zone.id, zone.name, zone.account_id, zone.plan) for zone in zones.values()}
     return ConfigSnapshot(
-        version=version_row.version if version_row else 0, web3_hostnames=hostnames, logpush_jobs=jobs
+        version=version_row.version if version_row else 0, zones=routes, web3_hostnames=hostnames, logpush_jobs=jobs
     )
 
 
@@ -82,3 +92,26 @@ def read_config_version(session: Session) -> int:
     """The configuration version (0 before the first change)."""
     row = session.get(ConfigVersion, 1)
     return row.version if row else 0
+
+
+def read_snapshot(database: Database) -> ConfigSnapshot:
+    """The current configuration snapshot."""
+    with database.session() as session:
+        return build_snapshot(session)
+
+
+async def follow_configuration(database: Database, snapshots: SnapshotHolder) -> None:
+    """Rebuilds the snapshot whenever the configuration version changes; runs until cancelled."""
+
+    def current_version() -> int:
+        with database.session() as session:
+            return read_config_version(session)
+
+    while True:
+        await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
+        try:
+            version = await asyncio.to_thread(current_version)
+            if version != snapshots.current.version:
+                snapshots.replace(await asyncio.to_thread(read_snapshot, database))
+        except Exception:  # the database may be briefly unavailable; keep serving the snapshot we have
+            log.warning("could not read the configuration; keeping the current snapshot", exc_info=True)

@@ -1,0 +1,281 @@
+"""Delivery: every enabled Logpush job reads the log store from its cursor, keeps the records its zone and filter
+select, formats them, and uploads them in gzip batches to its destination.
+
+Guarantees (docs/log-store.md): at least once. A batch is uploaded under one object name (kept for every retry);
+only after the destination confirmed it are the job's cursors saved, so a crash or an outage re-reads the batch in
+flight and nothing before it. A batch is flushed when the first of ``max_upload_records``, ``max_upload_bytes``
+(of formatted output) and ``max_upload_interval_seconds`` is reached; an empty one is not uploaded. Failed uploads
+are retried with a capped exponential backoff; the job's ``last_complete``, ``last_error`` and ``error_message``
+say what happened. The records of every edge worker's store (partition) are read; cursors are per partition.
+
+The work on records (decoding, filter, format, gzip) runs in a worker thread, in a process of its own
+(``edgeplane serve`` starts it), so that it never competes with the edge for the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import orjson
+import structlog
+from prometheus_client import Counter, Gauge
+
+from edgeplane.logs.datasets import Dataset, load_dataset
+from edgeplane.logs.destination_conf import parse_destination_conf
+from edgeplane.logs.destinations import Destination, DestinationFailure, DestinationRejected, open_destination
+from edgeplane.logs.filter_compiler import compile_filter
+from edgeplane.logs.filter_parser import parse_filter
+from edgeplane.logs.log_store import LogStore, PositionLostError
+from edgeplane.logs.output_options import output_options_from_logpull, parse_logpull_options, parse_output_options
+from edgeplane.logs.record_format import RecordFormatter, compile_formatter, gzip_batch, object_name
+from edgeplane.store.snapshot import ConfigSnapshot
+
+log = structlog.get_logger(__name__)
+
+BATCHES = Counter("edgeplane_logpush_batches_total", "Batches uploaded.", ["job"])
+RECORDS = Counter("edgeplane_logpush_records_total", "Records uploaded.", ["job"])
+BYTES = Counter("edgeplane_logpush_bytes_total", "Compressed bytes uploaded.", ["job"])
+FAILURES = Counter("edgeplane_logpush_failures_total", "Failed uploads (each retry counts).", ["job"])
+LAG = Gauge("edgeplane_logpush_lag_records", "Records not yet read by the job.", ["job"], multiprocess_mode="max")
+
+_READ_RECORDS = 20_000
+_IDLE_SECONDS = 0.2
+_BACKOFF_FIRST = 1.0
+_BACKOFF_MAX = 60.0
+_MAX_BYTES_DEFAULT = 100 << 20  # when max_upload_bytes is 0: a bound all the same
+
+
+class JobStatus(Protocol):
+    """Where a job's outcomes are recorded (the configuration database)."""
+
+    def completed(self, job_id: int, when: datetime) -> None: ...
+
+    def failed(self, job_id: int, when: datetime, message: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Batch:
+    """Formatted records waiting for upload, and where each partition's cursor goes once they are uploaded."""
+
+    encoded: list[bytes] = field(default_factory=list)
+    size: int = 0
+    positions: dict[int, int] = field(default_factory=dict)
+    first: int | None = None
+    last: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    """A job compiled for delivery: which records it takes and how it writes them."""
+
+    job_id: int
+    dataset: Dataset
+    zone_names: frozenset[str] | None  # None: every zone
+    keep: Callable[[dict[str, Any]], bool]
+    formatter: RecordFormatter
+    max_records: int
+    max_bytes: int
+    interval: float
+    destination_conf: str
+
+
+def plan_job(job: dict[str, Any], snapshot: ConfigSnapshot) -> JobPlan:
+    """Compiles a job of the snapshot. Raises the logs package's errors for a job that no longer validates."""
+    dataset = load_dataset(job["dataset"])
+    predicate = compile_filter(parse_filter(job["filter"], dataset), dataset) if job.get("filter") else None
+    if job.get("output_options") is not None:
+        options = parse_output_options(job["output_options"], dataset)
+    elif job.get("logpull_options"):
+        options = output_options_from_logpull(parse_logpull_options(job["logpull_options"], dataset))
+    else:
+        options = parse_output_options(None, dataset)
+    formatter = compile_formatter(options, dataset)
+    if job.get("zone_id"):
+        zone = snapshot.zones.get(job["zone_id"])
+        zone_names: frozenset[str] | None = frozenset({zone.zone_name}) if zone else frozenset()
+    else:
+        zone_names = frozenset(z.zone_name for z in snapshot.zones.values() if z.account_id == job["account_id"])
+    sample = formatter.keep
+
+    def keep(record: dict[str, Any]) -> bool:
+        if zone_names is not None and record.get("ZoneName") not in zone_names:
+            return False
+        if predicate is not None and not predicate(record):
+            return False
+        return sample(record)
+
+    return JobPlan(
+        job_id=job["id"],
+        dataset=dataset,
+        zone_names=zone_names,
+        keep=keep,
+        formatter=formatter,
+        max_records=job.get("max_upload_records") or 100_000,
+        max_bytes=job.get("max_upload_bytes") or _MAX_BYTES_DEFAULT,
+        interval=float(job.get("max_upload_interval_seconds") or 30),
+        destination_conf=job["destination_conf"],
+    )
+
+
+class JobDelivery:
+    """Delivers one job until cancelled."""
+
+    def __init__(
+        self, plan: JobPlan, partitions: Sequence[LogStore], destination: Destination, status: JobStatus
+    ) -> None:
+        self.plan = plan
+        self.partitions = list(partitions)
+        self.destination = destination
+        self.status = status
+        self._label = str(plan.job_id)
+        self._failing = False
+
+    async def run(self) -> None:
+        """Collects and uploads batches forever."""
+        dataset = self.plan.dataset.name
+        positions = {
+            index: await asyncio.to_thread(store.open_cursor, dataset, self.plan.job_id)
+            for index, store in enumerate(self.partitions)
+        }
+        try:
+            while True:
+                batch = await self._collect(positions)
+                if batch.encoded:
+                    await self._upload(batch)
+                await asyncio.to_thread(self._save_cursors, batch.positions)
+                positions.update(batch.positions)
+        finally:
+            await self.destination.close()
+
+    async def _collect(self, positions: dict[int, int]) -> Batch:
+        plan = self.plan
+        batch = Batch(positions=dict(positions))
+        deadline = time.monotonic() + plan.interval
+        while True:
+            progressed = await asyncio.to_thread(self._read_into, batch)
+            if len(batch.encoded) >= plan.max_records or batch.size >= plan.max_bytes:
+                return batch
+            if time.monotonic() >= deadline:
+                return batch
+            if not progressed:
+                await asyncio.sleep(min(_IDLE_SECONDS, max(0.0, deadline - time.monotonic())))
+
+    def _read_into(self, batch: Batch) -> bool:
+        """Reads what each partition has (bounded by the batch's limits); returns whether anything was read."""
+        plan = self.plan
+        dataset = plan.dataset.name
+        keep = plan.keep
+        encode = plan.formatter.encode
+        progressed = False
+        lag = 0
+        for index, store in enumerate(self.partitions):
+            room = plan.max_records - len(batch.encoded)
+            if room <= 0 or batch.size >= plan.max_bytes:
+                break
+            position = batch.positions[index]
+            try:
+                read = store.read(dataset, position, max_records=min(room, _READ_RECORDS))
+            except PositionLostError as lost:
+                log.error("records were deleted by retention before delivery", job=plan.job_id, lost=lost.lost)
+                batch.positions[index] = lost.oldest_position
+                continue
+            if not read.records:
+                continue
+            progressed = True
+            for offset, raw in enumerate(read.records):
+                record = orjson.loads(raw)
+                if keep(record):
+                    encoded = encode(record)
+                    batch.encoded.append(encoded)
+                    batch.size += len(encoded)
+                    if batch.first is None:
+                        batch.first = read.position + offset
+                    batch.last = read.position + offset
+            batch.positions[index] = read.next_position
+            lag += max(0, store.end_position(dataset) - read.next_position)
+        LAG.labels(self._label).set(lag)
+        return progressed
+
+    async def _upload(self, batch: Batch) -> None:
+        plan = self.plan
+        body = await asyncio.to_thread(lambda: gzip_batch([plan.formatter.join(batch.encoded)]))
+        name = object_name("", plan.job_id, batch.first or 0, batch.last, datetime.now(UTC))
+        pause = _BACKOFF_FIRST
+        while True:
+            try:
+                await self.destination.put(name, body)
+            except DestinationFailure as error:
+                FAILURES.labels(self._label).inc()
+                message = str(error) or type(error).__name__
+                if not self._failing:
+                    log.warning("upload failed; retrying", job=plan.job_id, error=message)
+                self._failing = True
+                await asyncio.to_thread(self.status.failed, plan.job_id, datetime.now(UTC), message)
+                slow = 4 if isinstance(error, DestinationRejected) else 1
+                await asyncio.sleep(min(_BACKOFF_MAX, pause * slow) * random.uniform(0.8, 1.2))
+                pause = min(_BACKOFF_MAX, pause * 2)
+                continue
+            break
+        if self._failing:
+            log.info("uploads succeed again", job=plan.job_id)
+        self._failing = False
+        BATCHES.labels(self._label).inc()
+        RECORDS.labels(self._label).inc(len(batch.encoded))
+        BYTES.labels(self._label).inc(len(body))
+        await asyncio.to_thread(self.status.completed, plan.job_id, datetime.now(UTC))
+
+    def _save_cursors(self, positions: dict[int, int]) -> None:
+        for index, position in positions.items():
+            self.partitions[index].save_cursor(self.plan.dataset.name, self.plan.job_id, position)
+
+
+class DeliveryService:
+    """Runs one ``JobDelivery`` per enabled job of the current snapshot, restarting it when the job changes."""
+
+    def __init__(
+        self,
+        partitions: Callable[[], Sequence[LogStore]],
+        status: JobStatus,
+        *,
+        destination_factory: Callable[[str], Destination] | None = None,
+    ) -> None:
+        self._partitions = partitions
+        self._status = status
+        self._destination = destination_factory or (lambda conf: open_destination(parse_destination_conf(conf)))
+        self._running: dict[int, tuple[dict[str, Any], asyncio.Task[None]]] = {}
+
+    def reconcile(self, snapshot: ConfigSnapshot) -> None:
+        """Starts, restarts and stops job deliveries to match ``snapshot``."""
+        wanted = {job["id"]: job for job in snapshot.logpush_jobs if job["enabled"]}
+        for job_id in list(self._running):
+            job, task = self._running[job_id]
+            if wanted.get(job_id) != job or task.done():
+                task.cancel()
+                del self._running[job_id]
+        for job_id, job in wanted.items():
+            if job_id in self._running:
+                continue
+            try:
+                plan = plan_job(job, snapshot)
+            except Exception as error:  # the job was valid when stored; say why it cannot run and leave it
+                log.error("cannot run Logpush job", job=job_id, error=str(error))
+                self._status.failed(job_id, datetime.now(UTC), f"cannot run the job: {error}")
+                continue
+            delivery = JobDelivery(plan, self._partitions(), self._destination(plan.destination_conf), self._status)
+            self._running[job_id] = (job, asyncio.create_task(delivery.run(), name=f"logpush-{job_id}"))
+
+    async def stop(self) -> None:
+        """Stops every delivery (a batch not yet uploaded is read again next time)."""
+        for _job, task in self._running.values():
+            task.cancel()
+        for _job, task in self._running.values():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._running.clear()
