@@ -74,3 +74,23 @@ class ChildProcess:
             except TimeoutError:
                 process.kill()
                 await process.wait()
+
+
+def die_with_parent() -> None:
+    """In a child process: ask the kernel for SIGTERM when the parent dies (even by SIGKILL), so that no child
+    outlives ``edgeplane serve`` and holds its ports. Linux only; elsewhere a no-op."""
+    import ctypes
+    import os
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)

@@ -129,6 +129,9 @@ def edge_worker(
     """An edge worker process, started by `edgeplane serve` (not for direct use)."""
     import socket
 
+    from edgeplane.child_process import die_with_parent
+
+    die_with_parent()
     import uvloop
 
     from edgeplane.config import Settings
@@ -151,6 +154,9 @@ def delivery(
     """The Logpush delivery process, started by `edgeplane serve` (not for direct use)."""
     import uvloop
 
+    from edgeplane.child_process import die_with_parent
+
+    die_with_parent()
     from edgeplane.config import Settings
     from edgeplane.logs.delivery_process import run_delivery
     from edgeplane.structured_logging import configure_logging
@@ -159,6 +165,53 @@ def delivery(
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):
         uvloop.run(run_delivery(settings, database_url, workers=workers))
+
+
+logs_app = typer.Typer(help="The request logs the edge records (the datasets Logpush jobs push).")
+app.add_typer(logs_app, name="logs")
+
+
+@logs_app.command("tail")
+def logs_tail(
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="The data directory of `edgeplane serve`.")
+    ] = None,
+    dataset: Annotated[str, typer.Option("--dataset", help="http_requests or firewall_events.")] = "http_requests",
+    filter_text: Annotated[
+        str | None,
+        typer.Option("--filter", help='A Logpush filter, e.g. \'{"where":{"key":"EdgeResponseStatus",...}}\'.'),
+    ] = None,
+    from_start: Annotated[bool, typer.Option("--from-start", help="Begin with the records already stored.")] = False,
+    count: Annotated[int | None, typer.Option("--count", help="Stop after this many records.")] = None,
+    no_follow: Annotated[
+        bool, typer.Option("--no-follow", help="Stop at the end instead of waiting for more.")
+    ] = False,
+) -> None:
+    """Print request log records as they arrive, one JSON object a line."""
+    import orjson
+
+    from edgeplane.config import default_data_dir
+    from edgeplane.logs.errors import LogsError
+    from edgeplane.logs.tail import tail_records
+
+    shown = 0
+    try:
+        for record in tail_records(
+            data_dir or default_data_dir(),
+            dataset,
+            filter_text=filter_text,
+            from_start=from_start,
+            follow=not no_follow,
+        ):
+            typer.echo(orjson.dumps(record).decode())
+            shown += 1
+            if count is not None and shown >= count:
+                return
+    except LogsError as exc:
+        typer.echo(f"edgeplane: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        return
 
 
 chain_app = typer.Typer(
@@ -195,6 +248,10 @@ def chain(
         return
     import socket
 
+    if fd is not None:  # started by `edgeplane serve`
+        from edgeplane.child_process import die_with_parent
+
+        die_with_parent()
     import uvloop
 
     from edgeplane.chain.errors import ChainError

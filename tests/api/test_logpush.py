@@ -124,6 +124,7 @@ def test_output_options_derive_logpull_options(api: Api, tmp_path: Path) -> None
         ({"logpull_options": "fields=NotAField"}, "/logpull_options", "NotAField"),
         ({"output_options": {"sample_rate": 2}}, "/output_options", "sample_rate"),
         ({"output_options": {"colour": "red"}}, "/output_options", "colour"),
+        ({"output_options": {"record_template": "{{range .}}x{{end}}"}}, "/output_options", "record_template"),
         ({"max_upload_records": 10}, "/max_upload_records", "1000"),
         ({"max_upload_bytes": 1000}, "/max_upload_bytes", "5000000"),
         ({"max_upload_interval_seconds": 301}, "/max_upload_interval_seconds", "300"),

@@ -94,3 +94,45 @@ def test_filtered_requests_reach_the_destination(service: EdgeplaneProcess, tmp_
     status = v4(service, "GET", f"/zones/{{zone}}/logpush/jobs/{job['id']}")
     assert status["last_complete"] is not None
     assert status["error_message"] is None
+
+
+def test_logs_tail_shows_records_with_a_filter(service: EdgeplaneProcess) -> None:
+    import subprocess
+    import sys
+
+    body = {"jsonrpc": "2.0", "method": "eth_blockNumber", "params": [], "id": 1}
+    for _ in range(5):
+        httpx.post(service.rpc_url("sepolia"), json=body, timeout=30)
+    time.sleep(0.3)
+    filter_text = json.dumps({"where": {"key": "ClientRequestPath", "operator": "eq", "value": "/v1/sepolia"}})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edgeplane",
+            "logs",
+            "tail",
+            "--data-dir",
+            str(service.data_dir),
+            "--from-start",
+            "--no-follow",
+            "--filter",
+            filter_text,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(records) == 5
+    assert all(record["ClientRequestPath"] == "/v1/sepolia" for record in records)
+    bad = subprocess.run(
+        [sys.executable, "-m", "edgeplane", "logs", "tail", "--data-dir", str(service.data_dir), "--filter", "{}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert "where" in bad.stderr

@@ -34,6 +34,7 @@ from edgeplane.logs.output_options import (
     parse_logpull_options,
     parse_output_options,
 )
+from edgeplane.logs.record_format import compile_formatter
 from edgeplane.store.models import LogpushJob
 
 MAX_JOBS_PER_ZONE = 4
@@ -207,6 +208,9 @@ def _apply_options(job: LogpushJob, body: dict[str, Any], dataset: Dataset, *, c
             output = parse_output_options(None, dataset)
             job.output_options = output.to_json()
             job.logpull_options = logpull_options_from_output(output).to_query()
+        if job.output_options is not None:
+            # The formatter refuses what it cannot write (a record_template beyond {{.Field}} placeholders).
+            compile_formatter(parse_output_options(job.output_options, dataset), dataset)
     except OutputOptionsError as error:
         member = error.member.split(".", 1)[0] if error.member else "output_options"
         raise bad_request(f"invalid {error}", code=1003, pointer="/" + member.replace(".", "/")) from None
@@ -260,9 +264,7 @@ def create_job(request: ApiRequest) -> ApiResult:
     request.session.add(job)
     request.session.flush()
     job_id, dataset_name = job.id, job.dataset
-    return ApiResult(
-        job_json(job), changed=True, after_commit=lambda plane: plane.on_job_created(dataset_name, job_id)
-    )
+    return ApiResult(job_json(job), changed=True, after_commit=lambda plane: plane.on_job_created(dataset_name, job_id))
 
 
 def update_job(request: ApiRequest) -> ApiResult:
