@@ -207,10 +207,15 @@ class JobDelivery:
         plan = self.plan
         body = await asyncio.to_thread(lambda: gzip_batch([plan.formatter.join(batch.encoded)]))
         name = object_name("", plan.job_id, batch.first or 0, batch.last, datetime.now(UTC))
+        # An HTTPS receiver gets the records' own type, gzip as the transfer encoding; stores keep .log.gz objects.
+        over_https = plan.destination_conf.startswith("https://")
+        content: dict[str, Any] = (
+            {"content_type": "application/x-ndjson", "content_encoding": "gzip"} if over_https else {}
+        )
         pause = _BACKOFF_FIRST
         while True:
             try:
-                await self.destination.put(name, body)
+                await self.destination.put(name, body, **content)
             except DestinationFailure as error:
                 FAILURES.labels(self._label).inc()
                 message = str(error) or type(error).__name__
