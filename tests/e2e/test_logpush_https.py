@@ -56,7 +56,7 @@ def test_batches_are_posted_with_headers_and_retried(tmp_path: Path, monkeypatch
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not rays <= seen:
                 time.sleep(0.5)
-                accepted = [r for r in receiver.requests[refused + 1 :] if r.decompressed is not None]
+                accepted = [r for r in receiver.requests[refused:] if r.decompressed is not None]
                 seen = {json.loads(line)["RayID"] for r in accepted for line in r.decompressed.splitlines()}  # type: ignore[union-attr]
             assert rays <= seen
             last = receiver.requests[-1]
