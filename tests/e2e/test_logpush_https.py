@@ -44,12 +44,17 @@ def test_batches_are_posted_with_headers_and_retried(tmp_path: Path, monkeypatch
             while time.monotonic() < deadline and not receiver.requests:
                 time.sleep(0.2)
             assert receiver.requests  # the first attempt was refused with 503
-            job = httpx.get(
-                f"{service.api_url}/client/v4/zones/{creds['zone_id']}/logpush/jobs/{created['result']['id']}",
-                headers={"Authorization": f"Bearer {creds['api_token']}"},
-                timeout=30,
-            ).json()["result"]
-            assert "503" in (job["error_message"] or "")
+            message = ""
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "503" not in message:
+                job = httpx.get(
+                    f"{service.api_url}/client/v4/zones/{creds['zone_id']}/logpush/jobs/{created['result']['id']}",
+                    headers={"Authorization": f"Bearer {creds['api_token']}"},
+                    timeout=30,
+                ).json()["result"]
+                message = job["error_message"] or ""
+                time.sleep(0.2)
+            assert "503" in message
             receiver.answer(200)
             refused = len(receiver.requests)  # answered 503 (a request in progress may still get 503: harmless)
             seen: set[str] = set()
