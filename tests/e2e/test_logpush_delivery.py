@@ -136,3 +136,34 @@ def test_logs_tail_shows_records_with_a_filter(service: EdgeplaneProcess) -> Non
     )
     assert bad.returncode == 2
     assert "where" in bad.stderr
+
+
+def test_disabled_job_resumes_where_it_stopped(service: EdgeplaneProcess, tmp_path: Path) -> None:
+    out = tmp_path / "resume"
+    filter_text = json.dumps({"where": {"key": "ClientRequestPath", "operator": "eq", "value": "/v1/holesky"}})
+    job = v4(
+        service,
+        "POST",
+        "/zones/{zone}/logpush/jobs",
+        json={
+            "dataset": "http_requests",
+            "destination_conf": f"file://{out}",
+            "filter": filter_text,
+            "output_options": {"field_names": ["RayID"]},
+            "max_upload_records": 1000,
+            "enabled": False,
+        },
+    )
+    body = {"jsonrpc": "2.0", "method": "eth_chainId", "params": [], "id": 1}
+    with httpx.Client(timeout=30) as client:
+        rays = {client.post(service.rpc_url("holesky"), json=body).headers["cf-ray"][:16] for _ in range(1000)}
+    time.sleep(2)
+    assert lines_in(out) == []  # disabled: nothing pushed
+    v4(service, "PUT", f"/zones/{{zone}}/logpush/jobs/{job['id']}", json={"enabled": True})
+    deadline = time.monotonic() + 30
+    lines: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and len(lines) < 1000:
+        time.sleep(0.5)
+        lines = lines_in(out)
+    assert {line["RayID"] for line in lines} == rays
+    assert len(lines) == 1000
