@@ -353,3 +353,22 @@ def test_invalid_dataset_names_are_refused(store: SegmentedLogStore) -> None:
     for name in ("../etc", "Http", "", "a/b"):
         with pytest.raises(ValueError, match="dataset name"):
             store.append(name, [b"{}"])
+
+
+def test_reads_cut_by_the_byte_limit_continue_exactly_where_they_stopped(tmp_path: Path) -> None:
+    """Regression: a block cut short by ``max_bytes`` must end the read, or the next block is sliced from a wrong
+    offset and records are skipped and repeated."""
+    records = [f"{index:08d}".encode() + b"x" * 992 for index in range(30_000)]
+    with SegmentedLogStore(tmp_path, datasets=["http_requests"]) as store:
+        for start in range(0, len(records), 500):
+            store.append("http_requests", records[start : start + 500])
+            store.flush()
+        position = 0
+        seen: list[bytes] = []
+        while position < len(records):
+            batch = store.read("http_requests", position, max_records=20_000, max_bytes=8 << 20)
+            assert batch.records, position
+            assert batch.records == records[position : batch.next_position]
+            seen.extend(batch.records)
+            position = batch.next_position
+        assert seen == records

@@ -416,6 +416,7 @@ class SegmentedLogStore:
                 if len(lines) > room:
                     lines = lines[:room]
                 block_bytes = sum(map(len, lines))
+                cut = False
                 if taken_bytes + block_bytes > max_bytes:
                     kept = 0
                     for line in lines:
@@ -423,13 +424,15 @@ class SegmentedLogStore:
                             break
                         taken_bytes += len(line)
                         kept += 1
+                    cut = kept < len(lines)
                     lines = lines[:kept]
                 else:
                     taken_bytes += block_bytes
                 records.extend(lines)
                 next_position += len(lines)
                 last_block = (base, block)
-                if len(records) >= max_records or taken_bytes >= max_bytes:
+                # A block cut short by the byte limit ends the read: the next block starts after records not taken.
+                if cut or len(records) >= max_records or taken_bytes >= max_bytes:
                     break
             else:
                 index += 1
