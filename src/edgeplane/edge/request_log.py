@@ -4,15 +4,18 @@ Built from what the edge knows when it answers: the client, the request line and
 and its timings. Fields the edge cannot know (bot scores, TLS details, cache status) are left out of the record and
 appear as the dataset's missing values in the output. ``ClientCountry`` and ``ClientASN`` come from trusted request
 headers when configured (for example set by a load balancer in front). Emission never blocks the request: the
-record is one dictionary and one ``orjson.dumps``; the store buffers it, and a store that refuses (its disk stalled)
-is counted in a metric, not raised.
+record is built after the response is written, in bulk; the store buffers it, and a store that refuses (its disk
+stalled) is counted in a metric, not raised.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from prometheus_client import Counter
@@ -37,21 +40,61 @@ class RequestLogSettings:
     asn_header: bytes | None = None
 
 
+_RAY_PREFIX = int.from_bytes(os.urandom(4), "big")
+_ray_counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
+
+
 def new_ray_id() -> str:
-    """A request id: 16 lowercase hex characters."""
-    return os.urandom(8).hex()
+    """A request id: 16 lowercase hex characters, unique across processes (a random prefix per process and a
+    counter; no system call per request)."""
+    return f"{_RAY_PREFIX:08x}{next(_ray_counter) & 0xFFFFFFFF:08x}"
 
 
 class RequestLog:
-    """Appends one ``http_requests`` record per answered request."""
+    """Appends one ``http_requests`` record per answered request. The record is built and appended just after the
+    response is written (a callback scheduled on the loop), in bulk with the others of the same moment, so that
+    logging adds nothing to the time a client waits."""
 
     def __init__(self, store: LogStore, settings: RequestLogSettings | None = None) -> None:
         self.store = store
         self.settings = settings or RequestLogSettings()
         self._emitted = RECORDS_EMITTED.labels(HTTP_REQUESTS)
         self._refused = RECORDS_REFUSED.labels(HTTP_REQUESTS)
+        self._waiting: list[tuple[EdgeRequest, EdgeResponse, int, dict[str, Any]]] = []
+        self._scheduled = False
 
-    def emit(
+    def emit(self, request: EdgeRequest, response: EdgeResponse, **details: Any) -> None:
+        """Records one answered request (see ``record`` for ``details``)."""
+        ended_ns = time.time_ns()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._append([self.record(request, response, ended_ns=ended_ns, **details)])
+            return
+        self._waiting.append((request, response, ended_ns, details))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        self._scheduled = False
+        self._append(
+            [
+                self.record(request, response, ended_ns=ended_ns, **details)
+                for request, response, ended_ns, details in waiting
+            ]
+        )
+
+    def _append(self, records: list[bytes]) -> None:
+        try:
+            self.store.append(HTTP_REQUESTS, records)
+        except LogStoreError:
+            self._refused.inc(len(records))
+            return
+        self._emitted.inc(len(records))
+
+    def record(
         self,
         request: EdgeRequest,
         response: EdgeResponse,
@@ -62,9 +105,9 @@ class RequestLog:
         host: str,
         origin_status: int | None = None,
         origin_duration_ms: int | None = None,
-    ) -> None:
-        """Appends the record of one request."""
-        ended_ns = time.time_ns()
+        ended_ns: int,
+    ) -> bytes:
+        """The encoded record of one request."""
         client_ip, client_port = request.client if request.client else ("", 0)
         server_ip = request.server[0] if request.server else ""
         query = request.query_string.decode("latin-1")
@@ -108,12 +151,7 @@ class RequestLog:
             asn = request.header(self.settings.asn_header)
             if asn and asn.strip().isdigit():
                 record["ClientASN"] = int(asn)
-        try:
-            self.store.append(HTTP_REQUESTS, [orjson.dumps(record)])
-        except LogStoreError:
-            self._refused.inc()
-            return
-        self._emitted.inc()
+        return orjson.dumps(record)
 
 
 def _text(value: bytes | None) -> str:
