@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
-import uvicorn
 from sqlalchemy.exc import SQLAlchemyError
 
 from edgeplane import __version__
@@ -22,6 +20,7 @@ from edgeplane.chain.process import ChainProcess
 from edgeplane.child_process import ChildProcess
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.runtime import EdgeRuntime
+from edgeplane.listeners import asgi_server, bind_listener
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import partition_directory
 from edgeplane.store.database import Database, default_database_url
@@ -30,50 +29,8 @@ from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 log = structlog.get_logger(__name__)
 
 
-class _Listener(uvicorn.Server):
-    """A uvicorn server that leaves signal handling to ``serve`` (two listeners share one loop)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-class ListenError(OSError):
-    """A listener could not bind its address."""
-
-
-def bind_listener(host: str, port: int) -> socket.socket:
-    """A listening TCP socket. Raises ``ListenError`` saying which address could not be used."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.setblocking(False)
-    return sock
-
-
-def _listener(app: object, host: str, port: int) -> _Listener:
-    config = uvicorn.Config(
-        app,  # type: ignore[arg-type]
-        host=host,
-        port=port,
-        loop="none",
-        http="httptools",
-        ws="none",
-        lifespan="off",
-        access_log=False,
-        log_config=None,
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,
-        timeout_keep_alive=30,
-    )
-    return _Listener(config)
+class DatabaseUnavailable(OSError):
+    """The configuration database could not be opened or migrated."""
 
 
 def _with_dev_chain(settings: Settings, chain: ChainProcess | None) -> Settings:
@@ -144,7 +101,8 @@ def _edge_workers(
 
 
 async def serve(settings: Settings) -> None:
-    """Runs the edge and API listeners until SIGINT or SIGTERM. Raises ``ListenError`` when a port is taken."""
+    """Runs the edge and API listeners until SIGINT or SIGTERM. Raises ``ListenError`` when a port is taken and
+    ``DatabaseUnavailable`` when the configuration database cannot be used."""
     edge_socket = bind_listener(settings.edge_host, settings.edge_port)
     api_socket = bind_listener(settings.api_host, settings.api_port)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -152,7 +110,9 @@ async def serve(settings: Settings) -> None:
     try:
         database.migrate()
     except SQLAlchemyError as exc:
-        raise ListenError(f"cannot open the configuration database: {exc.__class__.__name__}: {exc.args[0]}") from None
+        raise DatabaseUnavailable(
+            f"cannot open the configuration database: {exc.__class__.__name__}: {exc.args[0]}"
+        ) from None
     if ensure_bootstrap(settings.data_dir, database):
         log.info(
             "created the bootstrap account, user, API token and zone",
@@ -205,7 +165,7 @@ async def serve(settings: Settings) -> None:
         workers.append(_delivery(settings, edge_settings, database.url))
     for worker in workers:
         await worker.start()
-    api = _listener(build_api_app(plane), settings.api_host, settings.api_port)
+    api = asgi_server(build_api_app(plane))
 
     def stop() -> None:
         runtime.server.shutdown()

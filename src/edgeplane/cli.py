@@ -269,7 +269,7 @@ def chain(
         if fd is not None:
             listener = socket.socket(fileno=fd)
         else:
-            from edgeplane.app import bind_listener
+            from edgeplane.listeners import bind_listener
 
             listener = bind_listener(host, port)
         uvloop.run(

@@ -4,26 +4,18 @@ child process ``edgeplane serve`` starts for networks that have no upstream node
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
 import signal
 import socket
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import structlog
-import uvicorn
 
 from edgeplane.chain.server import ChainServerApp, MiningConfig, chain_factory
+from edgeplane.listeners import asgi_server
 
 log = structlog.get_logger(__name__)
-
-
-class _ChainListener(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 async def run_chain_server(
@@ -44,18 +36,7 @@ async def run_chain_server(
     )
     if networks is None:
         app.node("default")  # standalone: create (or open) the chain now, so that problems show at start
-    config = uvicorn.Config(
-        app,
-        loop="none",
-        http="httptools",
-        ws="none",
-        lifespan="off",
-        access_log=False,
-        log_config=None,
-        server_header=False,
-        date_header=False,
-    )
-    server = _ChainListener(config)
+    server = asgi_server(app)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, lambda: setattr(server, "should_exit", True))
