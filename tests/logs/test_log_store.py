@@ -372,3 +372,30 @@ def test_reads_cut_by_the_byte_limit_continue_exactly_where_they_stopped(tmp_pat
             seen.extend(batch.records)
             position = batch.next_position
         assert seen == records
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_bounded_reads_return_every_record_once_in_order(tmp_path: Path, seed: int) -> None:
+    """Reads bounded by records and by bytes, over blocks and segments of every size, return the stream exactly."""
+    import random
+
+    chance = random.Random(seed)
+    records = [f"{index:07d}".encode() + b"y" * chance.randint(100, 1500) for index in range(20_000)]
+    with SegmentedLogStore(
+        tmp_path, datasets=["http_requests"], segment_bytes=chance.choice([1 << 18, 1 << 20])
+    ) as store:
+        index = 0
+        while index < len(records):
+            count = chance.randint(1, 800)
+            store.append("http_requests", records[index : index + count])
+            index += count
+            if chance.random() < 0.3:
+                store.flush()
+        store.flush()
+        for max_records, max_bytes in ((2_000, 1 << 20), (500, 100_000), (7, 5_000), (10_000, 3_000)):
+            position = 0
+            while position < len(records):
+                batch = store.read("http_requests", position, max_records=max_records, max_bytes=max_bytes)
+                assert batch.records == records[position : batch.next_position]
+                assert batch.records
+                position = batch.next_position

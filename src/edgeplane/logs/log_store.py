@@ -396,7 +396,9 @@ class SegmentedLogStore:
             base = segments[index]
             limit = published.last_size if index == len(segments) - 1 else None
             try:
-                blocks = self._read_segment(dataset, base, start_byte, limit, next_position, max_records - len(records))
+                blocks, stopped_at = self._read_segment(
+                    dataset, base, start_byte, limit, next_position, max_records - len(records), max_bytes - taken_bytes
+                )
             except FileNotFoundError:
                 # retention deleted the segment between our snapshot and the read
                 if records:
@@ -435,8 +437,11 @@ class SegmentedLogStore:
                 if cut or len(records) >= max_records or taken_bytes >= max_bytes:
                     break
             else:
-                index += 1
-                start_byte = 0
+                if stopped_at is not None:
+                    start_byte = stopped_at  # the segment read stopped at its byte bound: more of it to come
+                else:
+                    index += 1
+                    start_byte = 0
                 continue
             break
         if last_block is not None and next_position < last_block[1].first + last_block[1].count:
@@ -452,19 +457,29 @@ class SegmentedLogStore:
         self._read_hints[(dataset, position)] = hint
 
     def _read_segment(
-        self, dataset: str, base: int, start_byte: int, limit: int | None, position: int, max_records: int
-    ) -> list[tuple[_Block, bytes]]:
+        self,
+        dataset: str,
+        base: int,
+        start_byte: int,
+        limit: int | None,
+        position: int,
+        max_records: int,
+        max_bytes: int,
+    ) -> tuple[list[tuple[_Block, bytes]], int | None]:
         """The valid blocks of one segment holding records at or after ``position``, from ``start_byte`` (a block
-        boundary), reading whole chunks; at most enough blocks for ``max_records`` records."""
+        boundary), reading whole chunks; at most enough blocks for ``max_records`` records and ``max_bytes`` of
+        payload (the blocks past either bound are neither read nor checked). Also the byte where reading stopped
+        for the byte bound while the segment holds more, else None."""
         path = self.directory / dataset / _segment_name(base)
         found: list[tuple[_Block, bytes]] = []
         taken = 0
+        taken_bytes = 0
         with open(path, "rb", buffering=0) as file:
             size = os.fstat(file.fileno()).st_size if limit is None else limit
             byte = start_byte
             buffer = b""
             buffer_start = byte
-            while byte < size and taken < max_records:
+            while byte < size and taken < max_records and taken_bytes < max_bytes:
                 if byte + HEADER_BYTES > buffer_start + len(buffer):
                     file.seek(byte)
                     buffer = file.read(min(max(_READ_CHUNK, HEADER_BYTES), size - byte))
@@ -497,8 +512,10 @@ class SegmentedLogStore:
                     raise CorruptSegmentError(f"{dataset}: block at offset {first} of segment {base} fails its CRC")
                 found.append((_Block(byte, first, count, length), payload))
                 taken += first + count - max(first, position)
+                taken_bytes += length
                 byte = end
-        return found
+        stopped_at = byte if taken_bytes >= max_bytes and taken < max_records and byte < size else None
+        return found, stopped_at
 
     def _published(self, dataset: str) -> _Published:
         stream = self._streams.get(dataset)
