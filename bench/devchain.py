@@ -35,7 +35,6 @@ import json
 import math
 import multiprocessing
 import os
-import signal
 import statistics
 import sys
 import tempfile
@@ -43,7 +42,6 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,6 +55,7 @@ if __package__:  # python -m bench.devchain
         _pid,
         _RawConnection,
         _terminate_as_interrupt,
+        loadgen_child,
     )
 else:  # python bench/devchain.py: this file's directory is on sys.path
     from gateway import (
@@ -67,6 +66,7 @@ else:  # python bench/devchain.py: this file's directory is on sys.path
         _pid,
         _RawConnection,
         _terminate_as_interrupt,
+        loadgen_child,
     )
 
 # Target from the issue: value transfers through the gateway, as raw transactions.
@@ -351,28 +351,13 @@ async def _drive(spec: LoadSpec) -> LoadResult:
     )
 
 
-def _loadgen_main(spec: LoadSpec, connection: Connection) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates this process
-    try:
-        try:
-            import uvloop
-        except ImportError:
-            result = asyncio.run(_drive(spec))
-        else:
-            result = uvloop.run(_drive(spec))
-        answer: dict[str, Any] | str = asdict(result)
-    except Exception as error:
-        answer = f"{type(error).__name__}: {error}"
-    with contextlib.suppress(OSError):
-        connection.send(answer)
-    connection.close()
-
-
 def run_load(spec: LoadSpec) -> LoadResult:
     """Runs one round in a fresh load generator process and waits for it (bounded)."""
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_loadgen_main, args=(spec, sender), name="edgeplane-bench-loadgen", daemon=True)
+    process = context.Process(
+        target=loadgen_child, args=(_drive, spec, sender), name="edgeplane-bench-loadgen", daemon=True
+    )
     process.start()
     sender.close()
     try:

@@ -307,16 +307,17 @@ async def _drive(spec: RoundSpec) -> RoundResult:
     )
 
 
-def _loadgen_main(spec: RoundSpec, connection: Connection) -> None:
-    """The load generator process: one round, its result sent back as a dict (or an error string)."""
+def loadgen_child(drive: Callable[[Any], Awaitable[Any]], spec: Any, connection: Connection) -> None:
+    """A load generator process: runs ``drive(spec)`` once on its own loop and sends back the result as a dict (or
+    an error string). Shared by the benchmarks that measure from a separate process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates this process
     try:
         try:
             import uvloop
         except ImportError:
-            result = asyncio.run(_drive(spec))
+            result = asyncio.run(drive(spec))
         else:
-            result = uvloop.run(_drive(spec))
+            result = uvloop.run(drive(spec))
         answer: dict[str, Any] | str = asdict(result)
     except Exception as error:
         answer = f"{type(error).__name__}: {error}"
@@ -329,7 +330,9 @@ def run_round(spec: RoundSpec) -> RoundResult:
     """Runs one round in a fresh load generator process and waits for it (bounded)."""
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_loadgen_main, args=(spec, sender), name="edgeplane-bench-loadgen", daemon=True)
+    process = context.Process(
+        target=loadgen_child, args=(_drive, spec, sender), name="edgeplane-bench-loadgen", daemon=True
+    )
     process.start()
     sender.close()
     finished = False

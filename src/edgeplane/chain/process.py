@@ -8,13 +8,13 @@ gateway meanwhile answers -32002 and retries, as for any failed node.
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 from pathlib import Path
 
 import structlog
 
 from edgeplane.child_process import ChildProcess
+from edgeplane.listeners import bind_listener
 
 log = structlog.get_logger(__name__)
 
@@ -38,10 +38,7 @@ class ChainProcess:
         self.block_time = block_time
         self.fresh = fresh
         self.log_level = log_level
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", 0))
-        self._socket.listen(1024)
+        self._socket = bind_listener("127.0.0.1", 0)
         self._socket.set_inheritable(True)
         self.port: int = self._socket.getsockname()[1]
         self._child: ChildProcess | None = None
