@@ -1,28 +1,15 @@
 """The Rules language (wirefilter syntax): parse, type-check and compile expressions over HTTP request fields.
 
-PLACEHOLDER: the public interface is being written; see the helper brief. Everything below is replaced.
+``compile_expression`` turns an expression into an ``Expression``: a callable over ``RequestFields`` that never
+raises, with the fields it reads and, when it has one, a ``Prefilter`` for bulk matching. ``check_expression``
+validates only. Invalid expressions raise ``RulesError`` with the 0-based position of the problem.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from edgeplane.rules.errors import RulesError
+from edgeplane.rules.expression import Expression, check_expression, compile_expression
+from edgeplane.rules.prefilter import Prefilter
+from edgeplane.rules.request_fields import RequestFields
 
-
-class RulesError(Exception):
-    """An expression is not valid: ``position`` is the 0-based character offset, ``message`` the problem."""
-
-    def __init__(self, message: str, position: int = 0) -> None:
-        super().__init__(f"{message} at position {position}")
-        self.message = message
-        self.position = position
-
-
-def check_expression(text: str) -> None:
-    """Raises ``RulesError`` if ``text`` is not a valid expression. (Placeholder: accepts any non-empty text.)"""
-    if not text.strip():
-        raise RulesError("empty expression")
-
-
-def compile_expression(text: str) -> Any:
-    """Placeholder."""
-    raise NotImplementedError
+__all__ = ["Expression", "Prefilter", "RequestFields", "RulesError", "check_expression", "compile_expression"]

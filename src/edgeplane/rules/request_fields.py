@@ -1,0 +1,295 @@
+"""The values of the HTTP fields for one request, as attributes named after the fields (``http.request.uri.path``
+is ``http_request_uri_path``), so that a compiled expression reads a field with one attribute lookup.
+
+Cheap fields are set when the object is built (``from_http``); fields that cost a parse (header and argument maps,
+the body as text) are computed on first read and then stored on the instance, where later reads find them as plain
+attributes. ``Bytes`` values are ``str`` (UTF-8, invalid bytes kept by ``surrogateescape``); ``ip.src`` is an address
+key (``edgeplane.rules.addresses``). A field the request does not carry is the empty string, an empty array or map,
+or 0, never missing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from functools import cached_property
+
+from edgeplane.rules.addresses import client_key
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _arguments(query: str) -> dict[str, list[str]]:
+    """The query's arguments by name, values in order; neither names nor values are URL-decoded (as in Cloudflare:
+    ``?q=a+b`` gives ``["a+b"]``; use ``url_decode`` in the expression)."""
+    arguments: dict[str, list[str]] = {}
+    if not query:
+        return arguments
+    for part in query.split("&"):
+        if not part:
+            continue
+        name, _, value = part.partition("=")
+        arguments.setdefault(name, []).append(value)
+    return arguments
+
+
+def _extension(path: str) -> str:
+    last = path.rsplit("/", 1)[-1]
+    return last.rsplit(".", 1)[1].lower() if "." in last else ""
+
+
+class RequestFields:
+    """The fields of one request. Build it with ``from_http``; the WAF engine sets ``waf_score``,
+    ``waf_score_sqli``, ``waf_score_xss`` and ``waf_score_rce`` (the fields ``cf.waf.score*``: 1..99, and 100, the
+    default, when not computed) and may set ``cf_bot_management_score`` and ``cf_threat_score``."""
+
+    def __init__(self) -> None:
+        self.http_host = ""
+        self.http_request_method = ""
+        self.http_request_version = ""
+        self.http_request_uri = ""
+        self.http_request_uri_path = ""
+        self.http_request_uri_query = ""
+        self.http_request_full_uri = ""
+        self.http_request_body_size = 0
+        self.http_request_body_truncated = False
+        self.http_request_headers_truncated = False
+        self.ip_src = 0
+        self.ip_src_country = ""
+        self.ip_src_asnum = 0
+        self.ssl = False
+        self.cf_ray_id = ""
+        self.cf_edge_server_port = 0
+        self.cf_bot_management_score = 0
+        self.cf_bot_management_verified_bot = False
+        self.cf_client_bot = False
+        self.cf_threat_score = 0
+        self.cf_waf_score = 100
+        self.cf_waf_score_sqli = 100
+        self.cf_waf_score_xss = 100
+        self.cf_waf_score_rce = 100
+        self.client_ip = ""
+        self.client_port = 0
+        self.raw_headers: Sequence[tuple[bytes, bytes]] = ()
+        self.raw_body = b""
+
+    @classmethod
+    def from_http(
+        cls,
+        *,
+        method: str,
+        scheme: str,
+        host: str,
+        raw_path: str,
+        query: str,
+        headers: Sequence[tuple[bytes, bytes]],
+        body: bytes,
+        client_ip: str,
+        client_port: int = 0,
+        server_port: int = 80,
+        http_version: str = "1.1",
+        country: str = "",
+        asn: int = 0,
+        ray_id: str = "",
+        body_truncated: bool = False,
+    ) -> RequestFields:
+        """The fields of a request as the edge received it: ``raw_path`` and ``query`` as on the request line
+        (``query`` without ``?``), ``headers`` with lower-case names in order, ``body`` as read (possibly cut at
+        the inspection limit, then ``body_truncated``). Never raises for any input of these types."""
+        fields = cls()
+        fields.http_host = host
+        fields.http_request_method = method
+        fields.http_request_version = f"HTTP/{http_version}"
+        uri = f"{raw_path}?{query}" if query else raw_path
+        fields.http_request_uri = uri
+        fields.http_request_uri_path = raw_path
+        fields.http_request_uri_query = query
+        fields.http_request_full_uri = f"{scheme}://{host}{uri}"
+        fields.http_request_body_size = len(body)
+        fields.http_request_body_truncated = body_truncated
+        fields.ip_src = client_key(client_ip)
+        fields.ip_src_country = country
+        fields.ip_src_asnum = asn
+        fields.ssl = scheme == "https"
+        fields.cf_ray_id = ray_id
+        fields.cf_edge_server_port = server_port
+        fields.client_ip = client_ip
+        fields.client_port = client_port
+        fields.raw_headers = headers
+        fields.raw_body = body
+        return fields
+
+    # The attack scores under the names the WAF engine uses; compiled expressions read the cf_* attributes.
+
+    @property
+    def waf_score(self) -> int:
+        """``cf.waf.score``."""
+        return self.cf_waf_score
+
+    @waf_score.setter
+    def waf_score(self, value: int) -> None:
+        self.cf_waf_score = value
+
+    @property
+    def waf_score_sqli(self) -> int:
+        """``cf.waf.score.sqli``."""
+        return self.cf_waf_score_sqli
+
+    @waf_score_sqli.setter
+    def waf_score_sqli(self, value: int) -> None:
+        self.cf_waf_score_sqli = value
+
+    @property
+    def waf_score_xss(self) -> int:
+        """``cf.waf.score.xss``."""
+        return self.cf_waf_score_xss
+
+    @waf_score_xss.setter
+    def waf_score_xss(self, value: int) -> None:
+        self.cf_waf_score_xss = value
+
+    @property
+    def waf_score_rce(self) -> int:
+        """``cf.waf.score.rce``."""
+        return self.cf_waf_score_rce
+
+    @waf_score_rce.setter
+    def waf_score_rce(self, value: int) -> None:
+        self.cf_waf_score_rce = value
+
+    # Fields computed on first read. The raw.* fields equal the others: edgeplane does not normalize URLs.
+
+    @cached_property
+    def http_request_headers(self) -> dict[str, list[str]]:
+        """Header values by lower-case name, in order."""
+        headers: dict[str, list[str]] = {}
+        for name, value in self.raw_headers:
+            headers.setdefault(_text(name).lower(), []).append(_text(value))
+        return headers
+
+    @cached_property
+    def http_request_headers_names(self) -> list[str]:
+        """Header names (lower case), one per header line, in order."""
+        return [_text(name).lower() for name, _ in self.raw_headers]
+
+    @cached_property
+    def http_request_headers_values(self) -> list[str]:
+        """Header values, one per header line, in order."""
+        return [_text(value) for _, value in self.raw_headers]
+
+    def _header(self, name: str) -> str:
+        values = self.http_request_headers.get(name)
+        return values[0] if values else ""
+
+    @cached_property
+    def http_user_agent(self) -> str:
+        """The first User-Agent header."""
+        return self._header("user-agent")
+
+    @cached_property
+    def http_referer(self) -> str:
+        """The first Referer header."""
+        return self._header("referer")
+
+    @cached_property
+    def http_x_forwarded_for(self) -> str:
+        """The X-Forwarded-For headers, joined with commas."""
+        return ", ".join(self.http_request_headers.get("x-forwarded-for", ()))
+
+    @cached_property
+    def http_cookie(self) -> str:
+        """The Cookie headers, joined with ``; ``."""
+        return "; ".join(self.http_request_headers.get("cookie", ()))
+
+    @cached_property
+    def http_request_cookies(self) -> dict[str, list[str]]:
+        """Cookie values by name."""
+        cookies: dict[str, list[str]] = {}
+        for part in self.http_cookie.split(";"):
+            name, separator, value = part.strip().partition("=")
+            if separator:
+                cookies.setdefault(name, []).append(value)
+        return cookies
+
+    @cached_property
+    def http_request_accepted_languages(self) -> list[str]:
+        """The Accept-Language entries, in the order written (without their quality values)."""
+        header = ",".join(self.http_request_headers.get("accept-language", ()))
+        return [entry.split(";")[0].strip() for entry in header.split(",") if entry.split(";")[0].strip()]
+
+    @cached_property
+    def http_request_uri_args(self) -> dict[str, list[str]]:
+        """Query arguments by name (not URL-decoded)."""
+        return _arguments(self.http_request_uri_query)
+
+    @cached_property
+    def http_request_uri_args_names(self) -> list[str]:
+        """Query argument names, one per argument, in order."""
+        return [part.partition("=")[0] for part in self.http_request_uri_query.split("&") if part]
+
+    @cached_property
+    def http_request_uri_args_values(self) -> list[str]:
+        """Query argument values, one per argument, in order."""
+        return [part.partition("=")[2] for part in self.http_request_uri_query.split("&") if part]
+
+    @cached_property
+    def http_request_uri_path_extension(self) -> str:
+        """The lower-case extension of the path's last segment, without the dot."""
+        return _extension(self.http_request_uri_path)
+
+    @cached_property
+    def http_request_body_raw(self) -> str:
+        """The body (as read, up to the inspection limit)."""
+        return _text(self.raw_body)
+
+    @cached_property
+    def http_request_body_mime(self) -> str:
+        """The media type the Content-Type header declares, lower case (edgeplane does not sniff bodies)."""
+        return self._header("content-type").split(";")[0].strip().lower()
+
+    @cached_property
+    def http_request_timestamp_sec(self) -> int:
+        """The time the field was first read, in Unix seconds."""
+        return int(time.time())
+
+    @property
+    def raw_http_request_uri(self) -> str:
+        """As ``http.request.uri``."""
+        return self.http_request_uri
+
+    @property
+    def raw_http_request_uri_path(self) -> str:
+        """As ``http.request.uri.path``."""
+        return self.http_request_uri_path
+
+    @property
+    def raw_http_request_uri_path_extension(self) -> str:
+        """As ``http.request.uri.path.extension``."""
+        return self.http_request_uri_path_extension
+
+    @property
+    def raw_http_request_uri_query(self) -> str:
+        """As ``http.request.uri.query``."""
+        return self.http_request_uri_query
+
+    @property
+    def raw_http_request_full_uri(self) -> str:
+        """As ``http.request.full_uri``."""
+        return self.http_request_full_uri
+
+    @property
+    def raw_http_request_uri_args(self) -> dict[str, list[str]]:
+        """As ``http.request.uri.args``."""
+        return self.http_request_uri_args
+
+    @property
+    def raw_http_request_uri_args_names(self) -> list[str]:
+        """As ``http.request.uri.args.names``."""
+        return self.http_request_uri_args_names
+
+    @property
+    def raw_http_request_uri_args_values(self) -> list[str]:
+        """As ``http.request.uri.args.values``."""
+        return self.http_request_uri_args_values
