@@ -1,5 +1,6 @@
 """First start: an empty configuration database gets an account, an admin user, an API token and a zone (with
-``localhost`` and ``127.0.0.1`` as web3 hostnames), and their credentials.
+``localhost`` and ``127.0.0.1`` as web3 hostnames, and the managed WAF rulesets deployed as for every new zone), and
+their credentials.
 
 The credentials are written to ``<data dir>/credentials.json`` (mode 0600), the user's copy, in the formats real
 tools check: a 37-character lowercase hex global API key, a 40-character API token of ``[A-Za-z0-9_-]``, and
@@ -61,6 +62,7 @@ def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
     from sqlalchemy import select
 
     from edgeplane.api.credentials import secret_hash
+    from edgeplane.api.rulesets import deploy_default_rulesets
     from edgeplane.store.models import Account, ApiToken, User, Web3Hostname, Zone
 
     with database.session() as session:
@@ -96,18 +98,18 @@ def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
                 ],
             )
         )
-        session.add(
-            Zone(
-                id=credentials.zone_id,
-                account_id=credentials.account_id,
-                name=credentials.zone_name,
-                plan="enterprise",
-                status="active",
-                type="full",
-                paused=False,
-            )
+        zone = Zone(
+            id=credentials.zone_id,
+            account_id=credentials.account_id,
+            name=credentials.zone_name,
+            plan="enterprise",
+            status="active",
+            type="full",
+            paused=False,
         )
+        session.add(zone)
         session.flush()
+        deploy_default_rulesets(session, zone)
         for name in BOOTSTRAP_WEB3_HOSTNAMES:
             session.add(
                 Web3Hostname(

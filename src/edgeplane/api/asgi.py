@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from edgeplane.api import accounts, logpush, tokens, web3_hostnames, zones
-from edgeplane.api.endpoint import ControlPlane, envelope_response
+from edgeplane.api import accounts, logpush, previous_waf, rulesets, tokens, waf_migration, web3_hostnames, zones
+from edgeplane.api.endpoint import ControlPlane, Handler, envelope_response
 from edgeplane.api.errors import not_found
 
 V4 = "/client/v4"
@@ -44,7 +44,7 @@ async def unrouted(request: Request) -> Response:
 def v4_routes(plane: ControlPlane) -> list[BaseRoute]:
     """Every ``/client/v4`` resource."""
     endpoint = plane.endpoint
-    table = [
+    table: list[tuple[str, str, Handler]] = [
         ("/user/tokens/verify", "GET", tokens.verify_token),
         ("/user/tokens", "GET", tokens.list_tokens),
         ("/user/tokens", "POST", tokens.create_token),
@@ -80,6 +80,7 @@ def v4_routes(plane: ControlPlane) -> list[BaseRoute]:
             (base + "/validate/destination/exists", "POST", logpush.destination_exists),
             (base + "/validate/origin", "POST", logpush.validate_origin),
         ]
+    table += rulesets.ROUTES + previous_waf.ROUTES + waf_migration.ROUTES
     # Starlette keeps looking past a route whose path matches but whose method does not.
     return [Route(V4 + path, endpoint(handler), methods=[method]) for path, method, handler in table]
 

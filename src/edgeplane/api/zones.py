@@ -115,6 +115,10 @@ def create_zone(request: ApiRequest) -> ApiResult:
     zone = Zone(id=new_object_id(), account_id=account_id, name=name, plan=plan, status="active", type=zone_type)
     request.session.add(zone)
     request.session.flush()
+    # Imported here: the Rulesets API looks zones up through this module.
+    from edgeplane.api.rulesets import deploy_default_rulesets
+
+    deploy_default_rulesets(request.session, zone)
     return ApiResult(zone_json(zone, request.session.get(Account, account_id), request.principal), changed=True)
 
 

@@ -13,6 +13,10 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+# Imported for their side effect: registering the rulesets and previous WAF tables with the models' metadata.
+import edgeplane.store.previous_waf_models
+import edgeplane.store.ruleset_models  # noqa: F401
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 

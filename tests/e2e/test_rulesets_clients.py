@@ -1,0 +1,237 @@
+"""Real clients of the Rulesets API against a running ``edgeplane serve``: the official ``cloudflare`` SDK (rulesets,
+rules, phase entrypoints, versions, in zone and account scope, and the errors it raises) and ``octorules`` (rules as
+code: a YAML file of custom rules planned, applied and read back, then a second apply with nothing to change)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cloudflare
+import pytest
+from cloudflare import Cloudflare
+
+from edgeplane.waf.catalogue import MANAGED_RULESET_ID, OWASP_RULESET_ID, OWASP_SCORE_RULE_ID
+from tests.support.edgeplane import EdgeplaneProcess
+
+pytestmark = pytest.mark.e2e
+
+CUSTOM = "http_request_firewall_custom"
+MANAGED = "http_request_firewall_managed"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeplaneProcess]:
+    data_dir = tmp_path_factory.mktemp("rulesets") / "data"
+    with EdgeplaneProcess(data_dir) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def credentials(service: EdgeplaneProcess) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((service.data_dir / "credentials.json").read_text())
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def cf(service: EdgeplaneProcess, credentials: dict[str, Any]) -> Cloudflare:
+    return Cloudflare(base_url=f"{service.api_url}/client/v4", api_token=credentials["api_token"], max_retries=0)
+
+
+def as_dict(answer: Any) -> dict[str, Any]:
+    """A result as a dict. The SDK types every write's result as ``Ruleset | object`` (a dry run answers null), so
+    writes come back as plain dicts, reads as models."""
+    dumped: dict[str, Any] = answer if isinstance(answer, dict) else answer.to_dict()
+    return dumped
+
+
+def test_sdk_reads_the_default_deployment_and_the_managed_rulesets(cf: Cloudflare, credentials: dict[str, Any]) -> None:
+    zone_id = credentials["zone_id"]
+    listed = list(cf.rulesets.list(zone_id=zone_id, per_page=1))  # one per page: the SDK follows the cursor
+    by_kind = {(ruleset.kind, ruleset.phase) for ruleset in listed}
+    assert {("managed", MANAGED), ("zone", MANAGED)} <= by_kind
+    assert {MANAGED_RULESET_ID, OWASP_RULESET_ID} <= {ruleset.id for ruleset in listed}
+    entrypoint = cf.rulesets.phases.get(MANAGED, zone_id=zone_id)
+    assert entrypoint.kind == "zone"
+    owasp = as_dict(entrypoint.rules[1])
+    assert owasp["action_parameters"]["id"] == OWASP_RULESET_ID
+    assert owasp["action_parameters"]["overrides"]["rules"] == [
+        {"id": OWASP_SCORE_RULE_ID, "action": "log", "score_threshold": 40}
+    ]
+    managed = cf.rulesets.get(OWASP_RULESET_ID, zone_id=zone_id)
+    assert managed.kind == "managed"
+    assert any(rule.id == OWASP_SCORE_RULE_ID for rule in managed.rules)
+    with pytest.raises(cloudflare.PermissionDeniedError):
+        cf.rulesets.update(OWASP_RULESET_ID, zone_id=zone_id, rules=[])
+
+
+def test_sdk_entrypoint_rules_and_versions(cf: Cloudflare, credentials: dict[str, Any]) -> None:
+    zone_id = credentials["zone_id"]
+    with pytest.raises(cloudflare.NotFoundError):
+        cf.rulesets.phases.get(CUSTOM, zone_id=zone_id)
+    entrypoint = as_dict(
+        cf.rulesets.phases.update(
+            CUSTOM,
+            zone_id=zone_id,
+            rules=[
+                {
+                    "action": "block",
+                    "expression": 'http.request.uri.path eq "/admin"',
+                    "description": "no admin",
+                    "ref": "no-admin",
+                    "action_parameters": {
+                        "response": {
+                            "status_code": 403,
+                            "content": '{"error":"no"}',
+                            "content_type": "application/json",
+                        }
+                    },
+                }
+            ],
+        )
+    )
+    assert entrypoint["version"] == "1"
+    assert entrypoint["rules"][0]["ref"] == "no-admin"
+    ruleset_id = entrypoint["id"]
+
+    added = as_dict(
+        cf.rulesets.rules.create(
+            ruleset_id, zone_id=zone_id, action="log", expression='http.request.method eq "POST"', ref="posts"
+        )
+    )
+    assert [rule["action"] for rule in added["rules"]] == ["block", "log"]
+    log_id = added["rules"][1]["id"]
+    edited = as_dict(
+        cf.rulesets.rules.edit(
+            log_id, ruleset_id=ruleset_id, zone_id=zone_id, action="log", expression="true", enabled=False
+        )
+    )
+    assert edited["rules"][1]["enabled"] is False
+    assert edited["rules"][1]["version"] == "2"
+    after_delete = as_dict(cf.rulesets.rules.delete(log_id, ruleset_id=ruleset_id, zone_id=zone_id))
+    assert [rule["ref"] for rule in after_delete["rules"]] == ["no-admin"]
+
+    versions = cf.rulesets.versions.list(ruleset_id, zone_id=zone_id)
+    assert [version.version for version in versions] == ["1", "2", "3", "4"]
+    first = cf.rulesets.versions.get("1", ruleset_id=ruleset_id, zone_id=zone_id)
+    assert [rule.ref for rule in first.rules] == ["no-admin"]
+    by_phase = cf.rulesets.phases.versions.list(CUSTOM, zone_id=zone_id)
+    assert [version.version for version in by_phase] == ["1", "2", "3", "4"]
+    assert cf.rulesets.phases.versions.get("2", ruleset_phase=CUSTOM, zone_id=zone_id).rules[1].ref == "posts"
+    cf.rulesets.versions.delete("1", ruleset_id=ruleset_id, zone_id=zone_id)
+    with pytest.raises(cloudflare.NotFoundError):
+        cf.rulesets.versions.get("1", ruleset_id=ruleset_id, zone_id=zone_id)
+
+    with pytest.raises(cloudflare.BadRequestError) as raised:
+        cf.rulesets.phases.update(CUSTOM, zone_id=zone_id, rules=[{"action": "block", "expression": "http.host eq"}])
+    assert raised.value.status_code == 400
+    errors = raised.value.body["errors"]  # type: ignore[index]
+    assert errors[0]["source"]["pointer"] == "/rules/0/expression"
+    assert cf.rulesets.phases.get(CUSTOM, zone_id=zone_id).version == "4"  # the bad write changed nothing
+
+
+def test_sdk_account_custom_ruleset_executed_from_the_account_entrypoint(
+    cf: Cloudflare, credentials: dict[str, Any]
+) -> None:
+    account_id = credentials["account_id"]
+    custom = as_dict(
+        cf.rulesets.create(
+            account_id=account_id,
+            name="shared rules",
+            kind="custom",
+            phase=CUSTOM,
+            description="used by every zone",
+            rules=[{"action": "block", "expression": 'http.user_agent contains "sqlmap"', "ref": "sqlmap"}],
+        )
+    )
+    assert custom["kind"] == "custom"
+    custom_id = custom["id"]
+    updated = as_dict(
+        cf.rulesets.update(
+            custom_id,
+            account_id=account_id,
+            rules=[
+                {"action": "block", "expression": 'http.user_agent contains "sqlmap"', "ref": "sqlmap"},
+                {"action": "block", "expression": 'http.user_agent contains "nikto"', "ref": "nikto"},
+            ],
+        )
+    )
+    assert updated["version"] == "2"
+    assert updated["rules"][0]["id"] == custom["rules"][0]["id"]  # same ref: the same rule
+    root = as_dict(
+        cf.rulesets.phases.update(
+            CUSTOM,
+            account_id=account_id,
+            rules=[{"action": "execute", "expression": "true", "action_parameters": {"id": custom_id}}],
+        )
+    )
+    assert root["kind"] == "root"
+    assert cf.rulesets.phases.get(CUSTOM, account_id=account_id).rules[0].action == "execute"
+    assert custom_id in {ruleset.id for ruleset in cf.rulesets.list(account_id=account_id)}
+    assert [rule.ref for rule in cf.rulesets.get(custom_id, account_id=account_id).rules] == ["sqlmap", "nikto"]
+    with pytest.raises(cloudflare.ConflictError):
+        cf.rulesets.delete(custom_id, account_id=account_id)
+    cf.rulesets.phases.update(CUSTOM, account_id=account_id, rules=[])
+    cf.rulesets.delete(custom_id, account_id=account_id)
+    with pytest.raises(cloudflare.NotFoundError):
+        cf.rulesets.get(custom_id, account_id=account_id)
+
+
+RULES_FILE = """\
+cloudflare:
+  waf_custom_rules:
+    - ref: block-admin
+      description: No admin paths
+      expression: 'http.request.uri.path eq "/admin"'
+      action: block
+    - ref: log-posts
+      expression: 'http.request.method eq "POST"'
+      action: log
+"""
+
+
+def octorules(service: EdgeplaneProcess, credentials: dict[str, Any], workdir: Path, *args: str) -> str:
+    environment = {
+        **os.environ,
+        "CLOUDFLARE_API_TOKEN": credentials["api_token"],
+        "CLOUDFLARE_BASE_URL": f"{service.api_url}/client/v4",
+    }
+    command = [str(Path(sys.executable).with_name("octorules")), *args, "--config", str(workdir / "config.yaml")]
+    done = subprocess.run(command, env=environment, cwd=workdir, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def test_octorules_applies_a_rules_file_and_then_has_nothing_to_change(
+    service: EdgeplaneProcess, credentials: dict[str, Any], cf: Cloudflare, tmp_path: Path
+) -> None:
+    # A zone of its own: the other tests' rules would count as deletions against octorules' safety threshold.
+    zone_name = "rules-as-code.example"
+    zone = cf.zones.create(name=zone_name, account={"id": credentials["account_id"]})
+    assert zone is not None
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / f"{zone_name}.yaml").write_text(RULES_FILE)
+    (tmp_path / "config.yaml").write_text(
+        "providers:\n"
+        "  cloudflare:\n"
+        "    token: env/CLOUDFLARE_API_TOKEN\n"
+        "  rules:\n"
+        "    directory: ./rules\n"
+        "zones:\n"
+        f"  {zone_name}:\n"
+        "    sources:\n"
+        "      - rules\n"
+    )
+    octorules(service, credentials, tmp_path, "sync", "--doit")
+    entrypoint = cf.rulesets.phases.get(CUSTOM, zone_id=zone.id)
+    rules = {rule.ref: as_dict(rule) for rule in entrypoint.rules}
+    assert list(rules) == ["block-admin", "log-posts"]
+    assert rules["block-admin"]["action"] == "block"
+    assert rules["block-admin"]["description"] == "No admin paths"
+    assert rules["log-posts"]["expression"] == 'http.request.method eq "POST"'
+    assert "No changes" in octorules(service, credentials, tmp_path, "plan")
