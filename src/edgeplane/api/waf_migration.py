@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from edgeplane.api.endpoint import ApiRequest, ApiResult
+from edgeplane.api.endpoint import ApiRequest, ApiResult, Handler
 from edgeplane.api.errors import ApiError, bad_request
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.api.zones import visible_zone
@@ -208,7 +208,7 @@ def _require_managed_rulesets_disabled(body: Any) -> None:
 
 
 _BASE = "/zones/{zone_id}/waf_migration"
-ROUTES = [
+ROUTES: list[tuple[str, str, Handler]] = [
     (_BASE + "/check", "GET", check),
     (_BASE + "/config", "GET", config),
     (_BASE + "/status", "GET", status),

@@ -77,6 +77,7 @@ class EdgeRequest:
     server: tuple[str, int] | None
     content_length: int = 0
     body: bytes = b""
+    raw_path: str = ""  # as sent (percent-encoded), without the query string: what the WAF inspects
 
     def header(self, name: bytes) -> bytes | None:
         """The first value of a header (``name`` in lower case), or None."""
@@ -556,12 +557,13 @@ class _HttpConnection(asyncio.Protocol):
 def _split_target(request: EdgeRequest, url: bytes) -> None:
     if url[:1] != b"/":
         if url == b"*":
-            request.path = "*"
+            request.path = request.raw_path = "*"
             return
         parsed = httptools.parse_url(url)  # the absolute form, ``http://host/path``
         url = (parsed.path or b"/") + (b"?" + parsed.query if parsed.query else b"")
     path, _, query = url.partition(b"?")
     text = path.decode("latin-1")
+    request.raw_path = text
     request.path = unquote(text) if "%" in text else text
     request.query_string = query
 

@@ -1,11 +1,13 @@
-"""The ``http_requests`` record of every request the edge answers, appended to the log store.
+"""The ``http_requests`` record of every request the edge answers, and the ``firewall_events`` records of every
+firewall match, appended to the log store.
 
 Built from what the edge knows when it answers: the client, the request line and headers, the zone, the response
 and its timings. Fields the edge cannot know (bot scores, TLS details, cache status) are left out of the record and
 appear as the dataset's missing values in the output. ``ClientCountry`` and ``ClientASN`` come from trusted request
 headers when configured (for example set by a load balancer in front). Emission never blocks the request: the
 record is built after the response is written, in bulk; the store buffers it, and a store that refuses (its disk
-stalled) is counted in a metric, not raised.
+stalled) is counted in a metric, not raised. A request the firewall matched has its ``Security*`` fields set and
+one ``firewall_events`` record per match (``edgeplane.waf.events``), sharing its ``RayID``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from prometheus_client import Counter
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
 from edgeplane.logs.log_store import LogStore, LogStoreError
 from edgeplane.store.snapshot import ZoneRoute
+from edgeplane.waf.events import FIREWALL_EVENTS, firewall_event_records, security_fields
+from edgeplane.waf.firewall import ALLOWED, Verdict
 
 HTTP_REQUESTS = "http_requests"
 
@@ -60,18 +64,20 @@ class RequestLog:
         self.settings = settings or RequestLogSettings()
         self._emitted = RECORDS_EMITTED.labels(HTTP_REQUESTS)
         self._refused = RECORDS_REFUSED.labels(HTTP_REQUESTS)
+        self._events_emitted = RECORDS_EMITTED.labels(FIREWALL_EVENTS)
+        self._events_refused = RECORDS_REFUSED.labels(FIREWALL_EVENTS)
         self._waiting: list[tuple[EdgeRequest, EdgeResponse, int, dict[str, Any]]] = []
         self._scheduled = False
 
     def emit(self, request: EdgeRequest, response: EdgeResponse, **details: Any) -> None:
         """Records one answered request (see ``record`` for ``details``)."""
         ended_ns = time.time_ns()
+        self._waiting.append((request, response, ended_ns, details))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._append([self.record(request, response, ended_ns=ended_ns, **details)])
+            self._flush()
             return
-        self._waiting.append((request, response, ended_ns, details))
         if not self._scheduled:
             self._scheduled = True
             loop.call_soon(self._flush)
@@ -85,6 +91,14 @@ class RequestLog:
                 for request, response, ended_ns, details in waiting
             ]
         )
+        events = [
+            event
+            for request, response, ended_ns, details in waiting
+            if details.get("verdict", ALLOWED).matches
+            for event in self.events(request, response, ended_ns=ended_ns, **details)
+        ]
+        if events:
+            self._append_events(events)
 
     def _append(self, records: list[bytes]) -> None:
         try:
@@ -93,6 +107,73 @@ class RequestLog:
             self._refused.inc(len(records))
             return
         self._emitted.inc(len(records))
+
+    def _append_events(self, records: list[bytes]) -> None:
+        try:
+            self.store.append(FIREWALL_EVENTS, records)
+        except LogStoreError:
+            self._events_refused.inc(len(records))
+            return
+        self._events_emitted.inc(len(records))
+
+    def events(
+        self,
+        request: EdgeRequest,
+        response: EdgeResponse,
+        *,
+        ray_id: str,
+        started_ns: int,
+        zone: ZoneRoute | None,
+        host: str,
+        verdict: Verdict = ALLOWED,
+        origin_status: int | None = None,
+        ended_ns: int,
+        **_: Any,
+    ) -> list[bytes]:
+        """The encoded ``firewall_events`` records of one request (none when the firewall matched nothing). Each
+        carries ``ZoneName`` (not a field of the dataset), by which delivery gives a zone's jobs their records."""
+        if not verdict.matches:
+            return []
+        referer = _text(request.header(b"referer"))
+        referer_scheme, _sep, rest = referer.partition("://")
+        referer_host, _sep, referer_target = rest.partition("/")
+        referer_path, _sep, referer_query = ("/" + referer_target if rest else "").partition("?")
+        common: dict[str, Any] = {
+            "ClientIP": request.client[0] if request.client else "",
+            "ClientRequestHost": host,
+            "ClientRequestMethod": request.method,
+            "ClientRequestPath": request.path,
+            "ClientRequestQuery": request.query_string.decode("latin-1"),
+            "ClientRequestProtocol": f"HTTP/{request.http_version}",
+            "ClientRequestScheme": "http",
+            "ClientRequestUserAgent": _text(request.header(b"user-agent")),
+            "ClientRefererHost": referer_host if rest else "",
+            "ClientRefererPath": referer_path,
+            "ClientRefererQuery": referer_query,
+            "ClientRefererScheme": referer_scheme if rest else "",
+            "RayID": ray_id,
+            "OriginatorRayID": "00",
+            "ZoneName": zone.zone_name if zone else "",
+        }
+        if origin_status is not None:
+            common["OriginResponseStatus"] = origin_status
+        common.update(self._client_network(request))
+        return [
+            orjson.dumps(record)
+            for record in firewall_event_records(verdict, common, datetime_ns=started_ns, edge_status=response.status)
+        ]
+
+    def _client_network(self, request: EdgeRequest) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        if self.settings.country_header is not None:
+            country = request.header(self.settings.country_header)
+            if country:
+                found["ClientCountry"] = country.decode("latin-1").strip().lower()[:2]
+        if self.settings.asn_header is not None:
+            asn = request.header(self.settings.asn_header)
+            if asn and asn.strip().isdigit():
+                found["ClientASN"] = int(asn)
+        return found
 
     def record(
         self,
@@ -105,9 +186,10 @@ class RequestLog:
         host: str,
         origin_status: int | None = None,
         origin_duration_ms: int | None = None,
+        verdict: Verdict = ALLOWED,
         ended_ns: int,
     ) -> bytes:
-        """The encoded record of one request."""
+        """The encoded ``http_requests`` record of one request."""
         client_ip, client_port = request.client if request.client else ("", 0)
         server_ip = request.server[0] if request.server else ""
         query = request.query_string.decode("latin-1")
@@ -143,14 +225,9 @@ class RequestLog:
             record["OriginResponseStatus"] = origin_status
         if origin_duration_ms is not None:
             record["OriginResponseDurationMs"] = origin_duration_ms
-        if self.settings.country_header is not None:
-            country = request.header(self.settings.country_header)
-            if country:
-                record["ClientCountry"] = country.decode("latin-1").strip().lower()[:2]
-        if self.settings.asn_header is not None:
-            asn = request.header(self.settings.asn_header)
-            if asn and asn.strip().isdigit():
-                record["ClientASN"] = int(asn)
+        if verdict.matches:
+            record.update(security_fields(verdict))
+        record.update(self._client_network(request))
         return orjson.dumps(record)
 
 

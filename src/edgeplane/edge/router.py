@@ -6,17 +6,32 @@ type JSON (415), and the body within the server's ``max_body_bytes`` (413, answe
 checks here have passed, before the body is read). Each answer is a JSON-RPC error object with ``id: null``. All of
 them are decided from the request head, so a refused request's body is never buffered; only a request that passes
 reaches the gateway, with its body.
+
+The zone's firewall (``edgeplane.waf.firewall``) runs on a request that passed those checks, once its body is read
+and before the gateway sees it: a request refused on its head is not evaluated (it never reaches the gateway). A
+blocked request is answered with the rule's custom response, or 403 and a JSON-RPC error object (code -32003, the
+request's ``id`` when the body is a JSON-RPC request, else null) whose ``data`` holds the ray id. The verdict goes
+into the request's log records: the ``Security*`` fields of ``http_requests`` and one ``firewall_events`` record per
+match.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Final
+
+import orjson
 
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
-from edgeplane.edge.request_log import RequestLog, new_ray_id
+from edgeplane.edge.request_log import RequestLog, RequestLogSettings, new_ray_id
 from edgeplane.gateway.errors import INVALID_REQUEST
+from edgeplane.gateway.jsonrpc import encode
 from edgeplane.gateway.service import Gateway
+from edgeplane.rules import RequestFields
 from edgeplane.store.snapshot import SnapshotHolder
+from edgeplane.waf.firewall import ALLOWED, Verdict
+
+FIREWALL_BLOCKED: Final = -32003
 
 _HEALTHY = EdgeResponse(200, b'{"status":"ok"}')
 _WRONG_METHOD_HEADERS = ((b"allow", b"POST"),)
@@ -72,27 +87,91 @@ class EdgeRouter:
         return None
 
     async def handle(self, request: EdgeRequest) -> EdgeResponse:
-        """The gateway's answer to a request ``answer_head`` let through."""
-        if self.request_log is None:
-            answer = await self.gateway.handle(_network(request.path), request.body)
-            return EdgeResponse(answer.status, answer.body)
+        """The answer to a request ``answer_head`` let through: the firewall's refusal, or the gateway's answer."""
         started_ns = time.time_ns()
-        answer = await self.gateway.handle(_network(request.path), request.body)
-        origin_ms = (time.time_ns() - started_ns) // 1_000_000
-        ray_id = new_ray_id()
-        response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
         host = _host(request)
-        self.request_log.emit(
-            request,
-            response,
-            ray_id=ray_id,
-            started_ns=started_ns,
-            zone=self.snapshots.current.web3_zone(host),
-            host=host,
-            origin_status=answer.status,
-            origin_duration_ms=origin_ms,
-        )
+        zone = self.snapshots.current.web3_zone(host)
+        ray_id = new_ray_id()
+        verdict = ALLOWED
+        firewall = self.snapshots.current.firewall(zone.zone_id) if zone is not None else None
+        if firewall is not None:
+            verdict = firewall.evaluate(self._fields(request, host, ray_id))
+        origin_status: int | None = None
+        origin_ms: int | None = None
+        if verdict.blocked:
+            response = _refusal(request, verdict, ray_id)
+        else:
+            answer = await self.gateway.handle(_network(request.path), request.body)
+            if self.request_log is None:
+                return EdgeResponse(answer.status, answer.body)
+            origin_status = answer.status
+            origin_ms = (time.time_ns() - started_ns) // 1_000_000
+            response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
+        if self.request_log is not None:
+            self.request_log.emit(
+                request,
+                response,
+                ray_id=ray_id,
+                started_ns=started_ns,
+                zone=zone,
+                host=host,
+                origin_status=origin_status,
+                origin_duration_ms=origin_ms,
+                verdict=verdict,
+            )
         return response
+
+    def _fields(self, request: EdgeRequest, host: str, ray_id: str) -> RequestFields:
+        settings = self.request_log.settings if self.request_log is not None else _NO_SETTINGS
+        country = asn = None
+        if settings.country_header is not None:
+            country = request.header(settings.country_header)
+        if settings.asn_header is not None:
+            asn = request.header(settings.asn_header)
+        client_ip, client_port = request.client if request.client else ("", 0)
+        return RequestFields.from_http(
+            method=request.method,
+            scheme="http",
+            host=host,
+            raw_path=request.raw_path or request.path,
+            query=request.query_string.decode("latin-1"),
+            headers=request.headers,
+            body=request.body,
+            client_ip=client_ip,
+            client_port=client_port,
+            server_port=request.server[1] if request.server else 80,
+            http_version=request.http_version,
+            country=country.decode("latin-1").strip().lower()[:2] if country else "",
+            asn=int(asn) if asn and asn.strip().isdigit() else 0,
+            ray_id=ray_id,
+        )
+
+
+_NO_SETTINGS = RequestLogSettings()
+
+
+def _refusal(request: EdgeRequest, verdict: Verdict, ray_id: str) -> EdgeResponse:
+    """The answer to a request the firewall blocked."""
+    ray_header = (b"cf-ray", ray_id.encode() + b"-EDG")
+    if verdict.response is not None:
+        custom = verdict.response
+        return EdgeResponse(custom.status, custom.content, content_type=custom.content_type, headers=(ray_header,))
+    error = {"code": FIREWALL_BLOCKED, "message": "request blocked by the firewall", "data": {"ray_id": ray_id}}
+    body = encode({"jsonrpc": "2.0", "id": _request_id(request.body), "error": error})
+    return EdgeResponse(verdict.status, body, headers=(ray_header,))
+
+
+def _request_id(body: bytes) -> str | int | None:
+    """The ``id`` of a single JSON-RPC request, or None (a batch, or a body that is not a JSON-RPC request)."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(document, dict):
+        value = document.get("id")
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def _with_ray(response: EdgeResponse, ray_id: str) -> EdgeResponse:

@@ -1,23 +1,40 @@
 """The configuration snapshot: an immutable picture of what the data plane needs, built from the database when
-configuration changes and swapped in whole. The request path reads only the snapshot, never the database."""
+configuration changes and swapped in whole. The request path reads only the snapshot, never the database.
+
+Each zone served by a web3 hostname has its compiled firewall (``edgeplane.waf.firewall``): the account's and the
+zone's entrypoint rules of the custom and managed firewall phases, the account's custom rulesets they execute, and
+the previous WAF while it runs. Compiled firewalls are cached by their configuration, so a reload recompiles only
+the zones whose rules changed. A zone whose firewall cannot be built (the database refused a read) runs without one
+and the failure is logged: the rest of the configuration still reloads.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeplane.store.database import Database
 from edgeplane.store.models import ConfigVersion, LogpushJob, Web3Hostname, Zone
+from edgeplane.store.ruleset_models import account_custom_rulesets, find_entrypoint
+from edgeplane.waf.firewall import PHASES, Entrypoint, Firewall, compile_firewall
 
 log = structlog.get_logger(__name__)
 
 # How often a process other than the control plane's checks whether the configuration changed.
 FOLLOW_INTERVAL_SECONDS = 0.25
+
+# Compiled firewalls kept across reloads, by a digest of their configuration (most recently used last).
+FIREWALL_CACHE_SIZE = 256
+_firewalls: OrderedDict[bytes, Firewall] = OrderedDict()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +55,15 @@ class ConfigSnapshot:
     zones: dict[str, ZoneRoute] = field(default_factory=dict)
     web3_hostnames: dict[str, ZoneRoute] = field(default_factory=dict)
     logpush_jobs: tuple[dict[str, Any], ...] = ()
+    firewalls: dict[str, Firewall] = field(default_factory=dict)
 
     def web3_zone(self, host: str) -> ZoneRoute | None:
         """The zone whose web3 gateway ``host`` serves, or None."""
         return self.web3_hostnames.get(host)
+
+    def firewall(self, zone_id: str) -> Firewall | None:
+        """The zone's compiled firewall, or None when it has no rule to evaluate."""
+        return self.firewalls.get(zone_id)
 
 
 def build_snapshot(session: Session) -> ConfigSnapshot:
@@ -72,9 +94,77 @@ def build_snapshot(session: Session) -> ConfigSnapshot:
         for job in session.scalars(select(LogpushJob).order_by(LogpushJob.id)).all()
     )
     routes = {zone.id: ZoneRoute(zone.id, zone.name, zone.account_id, zone.plan) for zone in zones.values()}
+    firewalls: dict[str, Firewall] = {}
+    for route in {route.zone_id: route for route in hostnames.values()}.values():
+        firewall = _zone_firewall(session, route)
+        if firewall is not None and not firewall.empty:
+            firewalls[route.zone_id] = firewall
     return ConfigSnapshot(
-        version=version_row.version if version_row else 0, zones=routes, web3_hostnames=hostnames, logpush_jobs=jobs
+        version=version_row.version if version_row else 0,
+        zones=routes,
+        web3_hostnames=hostnames,
+        logpush_jobs=jobs,
+        firewalls=firewalls,
     )
+
+
+def _zone_firewall(session: Session, zone: ZoneRoute) -> Firewall | None:
+    """The zone's compiled firewall (from the cache when its configuration did not change); None when it could not
+    be read (logged)."""
+    try:
+        phases: dict[str, list[Entrypoint]] = {}
+        for phase in PHASES:
+            entrypoints = []
+            for scope in (
+                {"account_id": zone.account_id, "zone_id": None},
+                {"zone_id": zone.zone_id, "account_id": None},
+            ):
+                ruleset = find_entrypoint(session, phase=phase, **scope)
+                if ruleset is not None and ruleset.rules:
+                    entrypoints.append(Entrypoint(list(ruleset.rules), ruleset.id))
+            phases[phase] = entrypoints
+        custom = account_custom_rulesets(session, zone.account_id)
+        previous = _previous_rules(session, zone.zone_id)
+    except Exception:
+        log.error("could not read the zone's firewall configuration", zone_id=zone.zone_id, exc_info=True)
+        session.rollback()
+        return None
+    return cached_firewall(phases, previous=previous, rulesets=custom)
+
+
+def _previous_rules(session: Session, zone_id: str) -> list[dict[str, Any]] | None:
+    from edgeplane.waf.previous import previous_waf_rules  # the previous WAF reads store models of its own
+
+    return previous_waf_rules(session, zone_id)
+
+
+def cached_firewall(
+    phases: Mapping[str, Sequence[Entrypoint]],
+    *,
+    previous: Sequence[Mapping[str, Any]] | None,
+    rulesets: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> Firewall:
+    """``compile_firewall`` of this configuration, compiled once per process while it stays in the cache."""
+    key = hashlib.sha256(
+        orjson.dumps(
+            [
+                {phase: [(entry.ruleset_id, entry.rules) for entry in entries] for phase, entries in phases.items()},
+                previous,
+                rulesets,
+            ],
+            option=orjson.OPT_SORT_KEYS,
+            default=str,
+        )
+    ).digest()
+    firewall = _firewalls.get(key)
+    if firewall is None:
+        firewall = compile_firewall(phases, previous=previous, rulesets=rulesets)
+        _firewalls[key] = firewall
+        while len(_firewalls) > FIREWALL_CACHE_SIZE:
+            _firewalls.popitem(last=False)
+    else:
+        _firewalls.move_to_end(key)
+    return firewall
 
 
 class SnapshotHolder:

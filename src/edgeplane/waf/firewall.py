@@ -1,0 +1,584 @@
+"""The ruleset engine: a zone's firewall phases compiled once into a ``Firewall`` that evaluates requests.
+
+``compile_firewall(phases, previous=..., rulesets=...)`` takes the entrypoint rules (v4 rule objects, as the Rulesets
+API stores them) of the phases ``http_request_firewall_custom`` and ``http_request_firewall_managed``. A phase's value
+is either one entrypoint's list of rules, or a list of ``Entrypoint`` (the account's entrypoint first, then the
+zone's), which run one after the other. ``previous`` is the previous (package-based) WAF expressed as rules of the same
+shape; it runs as a last stage, after the managed phase, and its events have the source ``waf``. ``rulesets`` holds
+the rules of the account's custom rulesets by id, for ``execute`` rules that run them.
+
+What ``Firewall.evaluate`` does with a request, in order: the custom phase, the managed phase, the previous WAF.
+In each entrypoint, rules run in order, and a rule whose expression is true acts:
+
+- ``block``, ``challenge``, ``js_challenge``, ``managed_challenge``: terminating. Evaluation ends; the request is
+  answered 403 (no challenge can be served here, so a challenge is answered as a block), or with the rule's custom
+  ``action_parameters.response`` for ``block``.
+- ``log``: recorded; evaluation continues.
+- ``skip``: ``action_parameters`` ``ruleset: "current"`` ends the current entrypoint ruleset; ``rulesets: [ids]``
+  keeps later ``execute`` rules from running those rulesets; ``rules: {ruleset_id: [rule ids]}`` keeps those rules
+  from running; ``phases: [...]`` skips later phases; ``products: ["waf"]`` skips the previous WAF (other product
+  names are accepted and have nothing to skip here). A skip is recorded unless ``logging.enabled`` is false.
+- ``execute``: runs a managed ruleset (``action_parameters.id``) or an account custom ruleset, with its
+  ``overrides`` (see ``overrides.py``). Inside the Core Ruleset, rules with the action ``score`` add their severity's
+  anomaly score (critical 5, error 4, warning 3, notice 2) and are not recorded on their own; the score rule (the one
+  with a ``score_threshold``) acts when the sum reaches its threshold, and its record lists the contributing rules.
+
+The first terminating action wins; every recorded match is in the verdict. The attack scores ``cf.waf.score*`` are
+not computed (the request's ``waf_score*`` stay at 100, "not computed").
+
+Compilation never raises on stored configuration: a rule that cannot be compiled (an invalid expression, an
+unknown ruleset, an unknown action) is left out, counted in ``edgeplane_waf_broken_rules_total`` and described in
+``Firewall.problems``. Evaluation never raises either: a rule whose evaluation fails is skipped and counted.
+
+For a benchmark or a test, the Managed and Core rulesets at paranoia level ``pl`` and a score threshold::
+
+    compile_firewall({"http_request_firewall_managed": deploy_managed_rulesets(paranoia_level=2, score_threshold=40)})
+
+and ``firewall.evaluate(RequestFields.from_http(...))``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import structlog
+from prometheus_client import Counter
+
+from edgeplane.rules import RequestFields, RulesError, compile_expression
+from edgeplane.waf.catalogue import (
+    MANAGED_RULESET_ID,
+    OWASP_RULESET_ID,
+    OWASP_SCORE_RULE_ID,
+    ManagedRuleset,
+    load_catalogue,
+)
+from edgeplane.waf.errors import UnknownPhaseError
+from edgeplane.waf.multipattern import PatternIndex
+from edgeplane.waf.overrides import SCORE_ACTION, Overrides
+
+log = structlog.get_logger(__name__)
+
+CUSTOM_PHASE: Final = "http_request_firewall_custom"
+MANAGED_PHASE: Final = "http_request_firewall_managed"
+PHASES: Final = (CUSTOM_PHASE, MANAGED_PHASE)
+PREVIOUS_STAGE: Final = "previous_waf"  # the name the previous WAF's stage has in ``Match.phase``
+
+SOURCES: Final[Mapping[str, str]] = {CUSTOM_PHASE: "firewallCustom", MANAGED_PHASE: "firewallManaged"}
+PREVIOUS_SOURCE: Final = "waf"
+PREVIOUS_PRODUCT: Final = "waf"
+
+TERMINATING_ACTIONS: Final = frozenset({"block", "challenge", "js_challenge", "managed_challenge"})
+_KNOWN_ACTIONS: Final = TERMINATING_ACTIONS | {"log", "skip", "execute", SCORE_ACTION}
+BLOCK_STATUS: Final = 403
+
+BROKEN_RULES = Counter(
+    "edgeplane_waf_broken_rules_total",
+    "WAF rules left out at compilation or skipped because their evaluation failed.",
+    ["stage"],
+)
+_BROKEN_AT_COMPILE = BROKEN_RULES.labels("compile")
+_BROKEN_AT_EVALUATION = BROKEN_RULES.labels("evaluate")
+_INDEX_FAILURES = Counter(
+    "edgeplane_waf_index_failures_total",
+    "Requests for which the WAF's multi-pattern index failed, so that every rule was evaluated.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Entrypoint:
+    """One entrypoint ruleset of a phase: its id (for records; may be empty) and its rules."""
+
+    rules: Sequence[Mapping[str, Any]]
+    ruleset_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A rule whose expression was true and whose action was taken (or recorded)."""
+
+    rule_id: str
+    ruleset_id: str
+    ref: str
+    description: str
+    action: str  # the rule's action once overrides are applied (a challenge stays a challenge here)
+    source: str  # firewallCustom, firewallManaged or waf
+    phase: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def terminating(self) -> bool:
+        """Whether the action ends evaluation."""
+        return self.action in TERMINATING_ACTIONS
+
+
+@dataclass(frozen=True, slots=True)
+class BlockResponse:
+    """A custom answer of a ``block`` rule (``action_parameters.response``)."""
+
+    status: int
+    content: bytes
+    content_type: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the firewall decided for one request."""
+
+    matches: tuple[Match, ...] = ()
+    terminal: Match | None = None
+    response: BlockResponse | None = None
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the request is to be refused."""
+        return self.terminal is not None
+
+    @property
+    def action(self) -> str | None:
+        """The terminating action taken (``block``, or a challenge answered as a block), or None."""
+        return self.terminal.action if self.terminal is not None else None
+
+    @property
+    def status(self) -> int:
+        """The HTTP status of the refusal (meaningful when ``blocked``)."""
+        return self.response.status if self.response is not None else BLOCK_STATUS
+
+
+ALLOWED: Final = Verdict()
+
+
+@dataclass(frozen=True, slots=True)
+class _Skip:
+    current: bool = False
+    rulesets: frozenset[str] = frozenset()
+    rules: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    phases: frozenset[str] = frozenset()
+    products: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class _Rule:
+    serial: int
+    id: str
+    ref: str
+    description: str
+    action: str
+    expression: Any  # edgeplane.rules.Expression: a callable on RequestFields
+    score: int = 0
+    score_threshold: int | None = None
+    logging: bool = True
+    response: BlockResponse | None = None
+    skip: _Skip | None = None
+    execute: _Ruleset | None = None
+
+
+@dataclass(slots=True)
+class _Ruleset:
+    id: str
+    rules: list[_Rule]
+    # Filled once the index is built: the positions of the rules evaluated on every request, and the position of
+    # each indexed rule by serial, so that a request walks only its candidates and those.
+    always: tuple[int, ...] = ()
+    positions: dict[int, int] = field(default_factory=dict)
+
+    def index(self, indexed: frozenset[int]) -> None:
+        """Records which of the rules the multi-pattern index covers."""
+        self.always = tuple(position for position, rule in enumerate(self.rules) if rule.serial not in indexed)
+        self.positions = {rule.serial: position for position, rule in enumerate(self.rules) if rule.serial in indexed}
+
+    def order(self, candidates: set[int] | None) -> Sequence[int]:
+        """The positions of the rules to evaluate, in order."""
+        if candidates is None:
+            return range(len(self.rules))
+        positions = self.positions
+        hits = [positions[serial] for serial in candidates if serial in positions]
+        return sorted((*self.always, *hits)) if hits else self.always
+
+
+@dataclass(frozen=True, slots=True)
+class _Stage:
+    phase: str
+    source: str
+    entrypoints: tuple[_Ruleset, ...]
+
+
+@dataclass(slots=True)
+class _Run:
+    request: RequestFields
+    candidates: set[int] | None  # None: every rule is a candidate (the index could not be read)
+    source: str = ""
+    phase: str = ""
+    matches: list[Match] = field(default_factory=list)
+    terminal: Match | None = None
+    response: BlockResponse | None = None
+    skipped_rulesets: set[str] = field(default_factory=set)
+    skipped_rules: dict[str, set[str]] = field(default_factory=dict)
+    skipped_phases: set[str] = field(default_factory=set)
+    skipped_products: set[str] = field(default_factory=set)
+
+
+class Firewall:
+    """A compiled firewall configuration; ``evaluate`` decides a request. Immutable and safe to share."""
+
+    def __init__(self, stages: tuple[_Stage, ...], index: PatternIndex, problems: tuple[str, ...], size: int) -> None:
+        self._stages = stages
+        self._index = index
+        self.problems = problems
+        self.rule_count = size
+
+    @property
+    def empty(self) -> bool:
+        """Whether no rule can ever match (nothing to evaluate)."""
+        return self.rule_count == 0
+
+    def evaluate(self, request: RequestFields) -> Verdict:
+        """Runs the phases on ``request``: the verdict (``ALLOWED`` when nothing matched). Never raises."""
+        if not self._stages:
+            return ALLOWED
+        try:
+            candidates: set[int] | None = self._index.candidates(request)
+        except Exception:
+            _INDEX_FAILURES.inc()  # not logged: it would be once per request
+            candidates = None
+        run = _Run(request, candidates)
+        for stage in self._stages:
+            if stage.phase in run.skipped_phases:
+                continue
+            if stage.phase == PREVIOUS_STAGE and PREVIOUS_PRODUCT in run.skipped_products:
+                continue
+            run.source, run.phase = stage.source, stage.phase
+            if any(self._run(entrypoint, run) for entrypoint in stage.entrypoints):
+                break
+        if not run.matches:
+            return ALLOWED
+        return Verdict(matches=tuple(run.matches), terminal=run.terminal, response=run.response)
+
+    def _run(self, ruleset: _Ruleset, run: _Run) -> bool:
+        """Runs one ruleset; True when a terminating action ended evaluation."""
+        request = run.request
+        rules = ruleset.rules
+        skipped = run.skipped_rules.get(ruleset.id)
+        score = 0
+        contributors: list[str] = []
+        for position in ruleset.order(run.candidates):
+            rule = rules[position]
+            if skipped is not None and rule.id in skipped:
+                continue
+            threshold = rule.score_threshold
+            if threshold is not None and score < threshold:
+                continue
+            try:
+                hit = rule.expression(request)
+            except Exception:
+                _BROKEN_AT_EVALUATION.inc()
+                continue
+            if not hit:
+                continue
+            action = rule.action
+            if action == SCORE_ACTION:
+                score += rule.score
+                contributors.append(rule.id)
+                continue
+            if action == "execute":
+                target = rule.execute
+                if target is not None and target.id not in run.skipped_rulesets and self._run(target, run):
+                    return True
+                continue
+            metadata: dict[str, str] = {}
+            if threshold is not None:
+                metadata = {"score": str(score), "threshold": str(threshold), "rules": " ".join(contributors)}
+            match = Match(rule.id, ruleset.id, rule.ref, rule.description, action, run.source, run.phase, metadata)
+            if action == "skip":
+                if rule.logging:
+                    run.matches.append(match)
+                skip = rule.skip
+                if skip is not None:
+                    _apply_skip(skip, run)
+                    if skip.current:
+                        return False
+                continue
+            run.matches.append(match)
+            if action in TERMINATING_ACTIONS:
+                run.terminal = match
+                run.response = rule.response
+                return True
+        return False
+
+
+def _apply_skip(skip: _Skip, run: _Run) -> None:
+    run.skipped_rulesets.update(skip.rulesets)
+    for ruleset_id, rule_ids in skip.rules.items():
+        run.skipped_rules.setdefault(ruleset_id, set()).update(rule_ids)
+    run.skipped_phases.update(skip.phases)
+    run.skipped_products.update(skip.products)
+
+
+def compile_firewall(
+    phases: Mapping[str, Sequence[Mapping[str, Any]] | Sequence[Entrypoint]],
+    *,
+    previous: Sequence[Mapping[str, Any]] | None = None,
+    rulesets: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+) -> Firewall:
+    """Compiles the phases' entrypoint rules (see the module docstring) into a ``Firewall``.
+
+    Raises ``UnknownPhaseError`` for a phase other than the custom and managed firewall phases (a caller's bug);
+    any problem in the rules themselves is not raised but recorded in ``Firewall.problems``.
+    """
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        raise UnknownPhaseError(f"unknown phases {sorted(unknown)}; expected {list(PHASES)}")
+    compiler = _Compiler(rulesets or {})
+    stages: list[_Stage] = []
+    for phase in PHASES:
+        entrypoints = _entrypoints(phases.get(phase, ()))
+        compiled = tuple(compiler.entrypoint(entry, phase) for entry in entrypoints)
+        if any(ruleset.rules for ruleset in compiled):
+            stages.append(_Stage(phase, SOURCES[phase], compiled))
+    if previous:
+        compiled_previous = compiler.entrypoint(Entrypoint(previous), PREVIOUS_STAGE)
+        if compiled_previous.rules:
+            stages.append(_Stage(PREVIOUS_STAGE, PREVIOUS_SOURCE, (compiled_previous,)))
+    index = PatternIndex(compiler.prefilters)
+    for ruleset in compiler.rulesets:
+        ruleset.index(index.indexed)
+    for problem in compiler.problems:
+        log.warning("WAF rule left out", problem=problem)
+    return Firewall(tuple(stages), index, tuple(compiler.problems), len(compiler.rules))
+
+
+def _entrypoints(value: Sequence[Mapping[str, Any]] | Sequence[Entrypoint]) -> list[Entrypoint]:
+    if all(isinstance(item, Entrypoint) for item in value):
+        return [item for item in value if isinstance(item, Entrypoint)]
+    return [Entrypoint([item for item in value if isinstance(item, Mapping)])]
+
+
+class _Compiler:
+    """Compiles rules, numbering each and collecting their prefilters for the firewall's one index."""
+
+    def __init__(self, rulesets: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        self.custom_rulesets = rulesets
+        self.catalogue = load_catalogue()
+        self.rules: list[_Rule] = []
+        self.prefilters: list[tuple[int, Any]] = []
+        self.problems: list[str] = []
+        self.rulesets: list[_Ruleset] = []
+
+    def entrypoint(self, entry: Entrypoint, phase: str) -> _Ruleset:
+        ruleset = self._ruleset(entry.ruleset_id)
+        for position, document in enumerate(entry.rules):
+            if not isinstance(document, Mapping) or document.get("enabled", True) is False:
+                continue
+            where = f"{phase} rule {position} ({document.get('id') or 'no id'})"
+            rule = self._user_rule(document, where, nested=False)
+            if rule is not None:
+                ruleset.rules.append(rule)
+        return ruleset
+
+    def _user_rule(self, document: Mapping[str, Any], where: str, *, nested: bool) -> _Rule | None:
+        action = document.get("action")
+        if action not in _KNOWN_ACTIONS or action == SCORE_ACTION:
+            self._problem(f"{where}: unknown action {action!r}")
+            return None
+        parameters = document.get("action_parameters")
+        parameters = parameters if isinstance(parameters, Mapping) else {}
+        execute: _Ruleset | None = None
+        if action == "execute":
+            if nested:
+                self._problem(f"{where}: execute inside an executed ruleset is not supported")
+                return None
+            execute = self._execute(parameters, where)
+            if execute is None:
+                return None
+        rule_id = str(document.get("id") or "")
+        rule = self._rule(
+            rule_id=rule_id,
+            ref=str(document.get("ref") or rule_id),
+            description=str(document.get("description") or ""),
+            action=action,
+            expression=str(document.get("expression") or ""),
+            where=where,
+        )
+        if rule is None:
+            return None
+        logging = document.get("logging")
+        if isinstance(logging, Mapping) and logging.get("enabled") is False:
+            rule.logging = False
+        rule.execute = execute
+        if action == "skip":
+            rule.skip = _skip(parameters)
+        if action == "block":
+            rule.response = _response(parameters.get("response"))
+        return rule
+
+    def _execute(self, parameters: Mapping[str, Any], where: str) -> _Ruleset | None:
+        ruleset_id = parameters.get("id")
+        overrides = Overrides.from_json(parameters.get("overrides"))
+        if not isinstance(ruleset_id, str):
+            self._problem(f"{where}: execute without a ruleset id")
+            return None
+        managed = self.catalogue.get(ruleset_id)
+        if managed is not None:
+            return self._managed(managed, overrides, where)
+        custom = self.custom_rulesets.get(ruleset_id)
+        if custom is None:
+            self._problem(f"{where}: unknown ruleset {ruleset_id}")
+            return None
+        ruleset = self._ruleset(ruleset_id)
+        for position, document in enumerate(custom):
+            if not isinstance(document, Mapping):
+                continue
+            rule_id = str(document.get("id") or "")
+            categories = document.get("categories")
+            effective = overrides.resolve(
+                rule_id,
+                tuple(categories) if isinstance(categories, list) else (),
+                action=str(document.get("action")),
+                enabled=document.get("enabled", True) is not False,
+            )
+            if not effective.enabled:
+                continue
+            rule = self._user_rule(
+                {**document, "action": effective.action}, f"{where}: ruleset {ruleset_id} rule {position}", nested=True
+            )
+            if rule is not None:
+                ruleset.rules.append(rule)
+        return ruleset
+
+    def _managed(self, managed: ManagedRuleset, overrides: Overrides, where: str) -> _Ruleset:
+        ruleset = self._ruleset(managed.id)
+        for item in managed.rules:
+            effective = overrides.resolve(
+                item.id,
+                item.categories,
+                action=item.action,
+                enabled=item.enabled,
+                score_threshold=item.score_threshold,
+            )
+            if not effective.enabled:
+                continue
+            if effective.action not in _KNOWN_ACTIONS or effective.action in ("execute", "skip"):
+                self._problem(f"{where}: override action {effective.action!r} for rule {item.id}")
+                continue
+            rule = self._rule(
+                rule_id=item.id,
+                ref=item.id,
+                description=item.description,
+                action=effective.action,
+                expression=item.expression,
+                where=f"{where}: managed rule {item.id}",
+            )
+            if rule is None:
+                continue
+            rule.score = item.score
+            rule.score_threshold = effective.score_threshold
+            ruleset.rules.append(rule)
+        if managed.id == OWASP_RULESET_ID:
+            # Scoring rules first, whatever the data file's order: the score rule sees the whole sum.
+            ruleset.rules.sort(key=lambda rule: rule.score_threshold is not None)
+        return ruleset
+
+    def _ruleset(self, ruleset_id: str) -> _Ruleset:
+        ruleset = _Ruleset(ruleset_id, [])
+        self.rulesets.append(ruleset)
+        return ruleset
+
+    def _rule(
+        self, *, rule_id: str, ref: str, description: str, action: str, expression: str, where: str
+    ) -> _Rule | None:
+        try:
+            compiled = _compile(expression)
+        except RulesError as error:
+            self._problem(f"{where}: {error}")
+            return None
+        rule = _Rule(
+            serial=len(self.rules), id=rule_id, ref=ref, description=description, action=action, expression=compiled
+        )
+        self.rules.append(rule)
+        prefilter = getattr(compiled, "prefilter", None)
+        if prefilter is not None:
+            self.prefilters.append((rule.serial, prefilter))
+        return rule
+
+    def _problem(self, problem: str) -> None:
+        _BROKEN_AT_COMPILE.inc()
+        self.problems.append(problem)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(expression: str) -> Any:
+    # Managed rules are the same text in every zone: each is compiled once per process.
+    return compile_expression(expression)
+
+
+def _skip(parameters: Mapping[str, Any]) -> _Skip:
+    rules = parameters.get("rules")
+    return _Skip(
+        current=parameters.get("ruleset") == "current",
+        rulesets=_strings(parameters.get("rulesets")),
+        rules=(
+            {key: _strings(value) for key, value in rules.items() if isinstance(key, str)}
+            if isinstance(rules, Mapping)
+            else {}
+        ),
+        phases=_strings(parameters.get("phases")),
+        products=_strings(parameters.get("products")),
+    )
+
+
+def _strings(value: object) -> frozenset[str]:
+    if not isinstance(value, list):
+        return frozenset()
+    return frozenset(item for item in value if isinstance(item, str))
+
+
+def _response(value: object) -> BlockResponse | None:
+    if not isinstance(value, Mapping):
+        return None
+    status = value.get("status_code")
+    content = value.get("content")
+    content_type = value.get("content_type")
+    return BlockResponse(
+        status=status if isinstance(status, int) and 400 <= status <= 499 else BLOCK_STATUS,
+        content=content.encode() if isinstance(content, str) else b"",
+        content_type=content_type.encode("latin-1") if isinstance(content_type, str) else b"text/plain",
+    )
+
+
+def deploy_managed_rulesets(
+    *, paranoia_level: int = 1, score_threshold: int = 40, core_action: str = "block", managed: bool = True
+) -> list[dict[str, Any]]:
+    """The ``http_request_firewall_managed`` entrypoint rules that execute the Managed Ruleset (its default
+    actions; left out when ``managed`` is false) and the Core Ruleset at ``paranoia_level`` (1 to 4: the categories
+    above it are disabled) with the score rule's ``score_threshold`` and action. Raises ``ValueError`` for a
+    paranoia level outside 1..4."""
+    if paranoia_level not in (1, 2, 3, 4):
+        raise ValueError(f"paranoia level {paranoia_level} is not 1, 2, 3 or 4")
+    rules: list[dict[str, Any]] = []
+    if managed:
+        rules.append(
+            {
+                "action": "execute",
+                "expression": "true",
+                "action_parameters": {"id": MANAGED_RULESET_ID},
+                "enabled": True,
+            }
+        )
+    categories = [{"category": f"paranoia-level-{level}", "enabled": False} for level in range(paranoia_level + 1, 5)]
+    rules.append(
+        {
+            "action": "execute",
+            "expression": "true",
+            "enabled": True,
+            "action_parameters": {
+                "id": OWASP_RULESET_ID,
+                "overrides": {
+                    "categories": categories,
+                    "rules": [{"id": OWASP_SCORE_RULE_ID, "score_threshold": score_threshold, "action": core_action}],
+                },
+            },
+        }
+    )
+    return rules

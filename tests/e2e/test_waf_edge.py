@@ -1,0 +1,182 @@
+"""The managed WAF through ``edgeplane serve``: the default deployment blocks an injection in a JSON-RPC request and
+lets gateway traffic through; entrypoints written with the Rulesets API (overrides, skip rules, the Core Ruleset's
+threshold) change the outcome; and a Logpush job on ``firewall_events`` receives the events."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from edgeplane.waf.catalogue import MANAGED_RULESET_ID, OWASP_RULESET_ID, OWASP_SCORE_RULE_ID
+from tests.support.anvil import AnvilNode
+from tests.support.edgeplane import EdgeplaneProcess
+
+pytestmark = pytest.mark.e2e
+
+MANAGED = "http_request_firewall_managed"
+CUSTOM = "http_request_firewall_custom"
+ATTACK = {"jsonrpc": "2.0", "id": 41, "method": "eth_call", "params": ["1' UNION SELECT password FROM users--"]}
+BENIGN = {"jsonrpc": "2.0", "id": 42, "method": "eth_chainId", "params": []}
+
+
+@pytest.fixture(scope="module")
+def service(anvil: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeplaneProcess]:
+    data_dir = tmp_path_factory.mktemp("waf") / "data"
+    with EdgeplaneProcess(data_dir, upstreams=(f"mainnet={anvil.url}",)) as process:
+        yield process
+
+
+def v4(service: EdgeplaneProcess, method: str, path: str, **kwargs: Any) -> Any:
+    credentials = json.loads((service.data_dir / "credentials.json").read_text())
+    headers = {"Authorization": f"Bearer {credentials['api_token']}"}
+    path = path.replace("{zone}", credentials["zone_id"])
+    response = httpx.request(method, f"{service.api_url}/client/v4{path}", headers=headers, timeout=30, **kwargs)
+    body = response.json()
+    assert body["success"], body
+    return body["result"]
+
+
+def put_entrypoint(service: EdgeplaneProcess, phase: str, rules: list[dict[str, Any]]) -> None:
+    v4(service, "PUT", f"/zones/{{zone}}/rulesets/phases/{phase}/entrypoint", json={"rules": rules})
+
+
+def send(service: EdgeplaneProcess, body: dict[str, Any], **headers: str) -> httpx.Response:
+    return httpx.post(service.rpc_url(), json=body, headers=headers, timeout=30)
+
+
+def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Waits for the edge worker to reload its configuration snapshot."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "the edge did not pick up the new configuration"
+        time.sleep(0.1)
+
+
+def blocked(response: httpx.Response) -> bool:
+    return response.status_code == 403 and response.json().get("error", {}).get("code") == -32003
+
+
+@pytest.fixture(scope="module")
+def events_dir(service: EdgeplaneProcess, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Logpush job on firewall_events, created before any traffic."""
+    out = tmp_path_factory.mktemp("events")
+    v4(
+        service,
+        "POST",
+        "/zones/{zone}/logpush/jobs",
+        json={
+            "name": "waf-events",
+            "dataset": "firewall_events",
+            "destination_conf": f"file://{out}",
+            "output_options": {"field_names": ["RayID", "RuleID", "Action", "Source", "Kind", "ClientRequestPath"]},
+            "max_upload_records": 1000,
+            "max_upload_interval_seconds": 30,
+            "enabled": True,
+        },
+    )
+    return out
+
+
+def test_default_deployment_blocks_an_injection_and_passes_gateway_traffic(
+    service: EdgeplaneProcess, events_dir: Path
+) -> None:
+    benign = send(service, BENIGN)
+    assert benign.status_code == 200
+    assert "result" in benign.json()
+    attack = send(service, ATTACK)
+    assert blocked(attack)
+    assert attack.json()["id"] == 41
+    assert attack.json()["error"]["data"]["ray_id"] == attack.headers["cf-ray"].split("-")[0]
+
+
+def test_a_log_override_lets_the_injection_through(service: EdgeplaneProcess) -> None:
+    put_entrypoint(
+        service,
+        MANAGED,
+        [
+            {
+                "action": "execute",
+                "expression": "true",
+                "action_parameters": {"id": MANAGED_RULESET_ID, "overrides": {"action": "log"}},
+            }
+        ],
+    )
+    eventually(lambda: not blocked(send(service, ATTACK)))
+    assert send(service, ATTACK).status_code == 200
+
+
+def test_the_core_ruleset_threshold_decides(service: EdgeplaneProcess) -> None:
+    def core(threshold: int) -> list[dict[str, Any]]:
+        overrides = {"rules": [{"id": OWASP_SCORE_RULE_ID, "score_threshold": threshold, "action": "block"}]}
+        return [
+            {
+                "action": "execute",
+                "expression": "true",
+                "action_parameters": {"id": OWASP_RULESET_ID, "overrides": overrides},
+            }
+        ]
+
+    put_entrypoint(service, MANAGED, core(5))
+    eventually(lambda: blocked(send(service, ATTACK)))
+    put_entrypoint(service, MANAGED, core(60))
+    eventually(lambda: not blocked(send(service, ATTACK)))
+
+
+def test_a_custom_skip_rule_exempts_trusted_requests(service: EdgeplaneProcess) -> None:
+    put_entrypoint(
+        service,
+        MANAGED,
+        [{"action": "execute", "expression": "true", "action_parameters": {"id": MANAGED_RULESET_ID}}],
+    )
+    eventually(lambda: blocked(send(service, ATTACK)))
+    put_entrypoint(
+        service,
+        CUSTOM,
+        [
+            {
+                "action": "skip",
+                "expression": 'any(http.request.headers["x-scanner-exemption"][*] eq "internal-audit")',
+                "action_parameters": {"phases": [MANAGED]},
+                "description": "our own audit traffic",
+            }
+        ],
+    )
+    eventually(lambda: not blocked(send(service, ATTACK, **{"x-scanner-exemption": "internal-audit"})))
+    assert blocked(send(service, ATTACK))
+
+
+def test_custom_rules_block_before_the_managed_phase(service: EdgeplaneProcess) -> None:
+    put_entrypoint(
+        service,
+        CUSTOM,
+        [{"action": "block", "expression": 'http.user_agent contains "evil-bot"', "description": "no evil bots"}],
+    )
+    eventually(lambda: blocked(send(service, BENIGN, **{"user-agent": "evil-bot/1.0"})))
+    assert send(service, BENIGN).status_code == 200
+
+
+def test_firewall_events_reach_a_logpush_job(service: EdgeplaneProcess, events_dir: Path) -> None:
+    deadline = time.monotonic() + 75  # the job flushes every 30 s
+    lines: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        lines = [
+            json.loads(line)
+            for path in sorted(events_dir.rglob("*.gz"))
+            for line in gzip.decompress(path.read_bytes()).splitlines()
+            if line
+        ]
+        if {"firewallManaged", "firewallCustom"} <= {line["Source"] for line in lines}:
+            break
+        time.sleep(1)
+    assert {"firewallManaged", "firewallCustom"} <= {line["Source"] for line in lines}
+    assert {line["Kind"] for line in lines} == {"firewall"}
+    assert {"block", "log", "skip"} <= {line["Action"] for line in lines}
+    assert any(line["RuleID"] == OWASP_SCORE_RULE_ID for line in lines)
+    assert all(line["ClientRequestPath"] == "/v1/mainnet" and line["RayID"] for line in lines)

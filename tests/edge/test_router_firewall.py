@@ -1,0 +1,152 @@
+"""The zone's firewall in the edge router: a blocked request never reaches the gateway, gets a JSON-RPC error with
+its id, and leaves an ``http_requests`` record with the Security fields and a ``firewall_events`` record per match."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+
+from edgeplane.edge.http_server import EdgeRequest
+from edgeplane.edge.request_log import RequestLog
+from edgeplane.edge.router import EdgeRouter
+from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
+from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
+
+ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
+HOST = "rpc.example.com"
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+
+
+class FakeGateway:
+    def __init__(self) -> None:
+        self.pools = {"mainnet": object()}
+        self.seen: list[bytes] = []
+
+    async def handle(self, network: str, body: bytes) -> Answer:
+        self.seen.append(body)
+        return Answer(200, b'{"jsonrpc":"2.0","id":1,"result":"0x10"}')
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.records: dict[str, list[dict[str, Any]]] = {}
+
+    def append(self, dataset: str, records: list[bytes]) -> None:
+        self.records.setdefault(dataset, []).extend(orjson.loads(record) for record in records)
+
+
+def edge_request(body: bytes, query: bytes = b"", user_agent: bytes = b"web3.py/7") -> EdgeRequest:
+    return EdgeRequest(
+        method="POST",
+        path="/v1/mainnet",
+        raw_path="/v1/mainnet",
+        query_string=query,
+        headers=[(b"host", HOST.encode()), (b"content-type", b"application/json"), (b"user-agent", user_agent)],
+        http_version="1.1",
+        client=("198.51.100.4", 40000),
+        server=("127.0.0.1", 8080),
+        content_length=len(body),
+        body=body,
+    )
+
+
+def router(rules: list[dict[str, Any]], *, logged: bool = True) -> tuple[EdgeRouter, FakeGateway, MemoryStore]:
+    firewall = compile_firewall({"http_request_firewall_managed": rules})
+    snapshot = ConfigSnapshot(web3_hostnames={HOST: ZONE}, firewalls={ZONE.zone_id: firewall})
+    gateway = FakeGateway()
+    store = MemoryStore()
+    request_log = RequestLog(store) if logged else None  # type: ignore[arg-type]
+    return EdgeRouter(gateway, SnapshotHolder(snapshot), request_log), gateway, store  # type: ignore[arg-type]
+
+
+ATTACK = b'{"jsonrpc":"2.0","id":"q-9","method":"eth_call","params":["1\' UNION SELECT password FROM users--"]}'
+BENIGN = b'{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xd8da6bf26964af9d7eed9e03e53415d37aa96045"]}'
+
+
+@pytest.mark.parametrize("logged", [True, False])
+async def test_a_blocked_request_gets_a_json_rpc_error_and_never_reaches_the_gateway(logged: bool) -> None:
+    edge, gateway, _ = router(deploy_managed_rulesets(), logged=logged)
+    response = await edge.handle(edge_request(ATTACK))
+    assert response.status == 403
+    body = orjson.loads(response.body)
+    assert body["id"] == "q-9"
+    assert body["error"]["code"] == -32003
+    assert body["error"]["data"]["ray_id"] == dict(response.headers)[b"cf-ray"].decode()[:16]
+    assert gateway.seen == []
+
+
+@pytest.mark.parametrize(
+    ("body", "expected_id"),
+    [
+        (b'[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":["<script>"]}]', None),
+        (b"<script>alert(1)</script>", None),
+        (b'{"jsonrpc":"2.0","id":5,"method":"eth_call","params":["<script>"]}', 5),
+    ],
+)
+async def test_the_error_carries_the_request_id_only_for_a_single_request(body: bytes, expected_id: Any) -> None:
+    edge, _, _ = router(deploy_managed_rulesets())
+    response = await edge.handle(edge_request(body))
+    assert response.status == 403
+    assert orjson.loads(response.body)["id"] == expected_id
+
+
+async def test_benign_traffic_reaches_the_gateway_without_records_of_the_firewall() -> None:
+    edge, gateway, store = router(deploy_managed_rulesets(paranoia_level=2))
+    response = await edge.handle(edge_request(BENIGN))
+    assert response.status == 200
+    assert gateway.seen == [BENIGN]
+    edge.request_log._flush()  # type: ignore[union-attr]
+    (record,) = store.records["http_requests"]
+    assert "SecurityAction" not in record
+    assert "firewall_events" not in store.records
+
+
+async def test_a_block_is_recorded_in_both_datasets() -> None:
+    edge, _, store = router([{"action": "log", "expression": "true", "id": "l" * 32}, *deploy_managed_rulesets()])
+    response = await edge.handle(edge_request(ATTACK, query=b"x=1", user_agent=b"ethers/6"))
+    edge.request_log._flush()  # type: ignore[union-attr]
+    (record,) = store.records["http_requests"]
+    events = store.records["firewall_events"]
+    assert record["EdgeResponseStatus"] == 403
+    assert record["SecurityAction"] == "block"
+    assert record["SecurityActions"] == ["log", "block"]
+    assert record["SecuritySources"] == ["firewallManaged"]
+    assert record["SecurityRuleID"] == events[-1]["RuleID"]
+    assert [event["MatchIndex"] for event in events] == [1, 0]
+    for event in events:
+        assert event["RayID"] == record["RayID"]
+        assert event["ClientIP"] == "198.51.100.4"
+        assert event["ClientRequestHost"] == HOST
+        assert event["ClientRequestQuery"] == "x=1"
+        assert event["ClientRequestUserAgent"] == "ethers/6"
+        assert event["Kind"] == "firewall"
+        assert event["EdgeResponseStatus"] == 403
+    assert response.status == 403
+
+
+async def test_a_logged_match_lets_the_request_through() -> None:
+    rules = deploy_managed_rulesets()
+    rules[0]["action_parameters"]["overrides"] = {"action": "log"}
+    edge, gateway, store = router(rules)
+    response = await edge.handle(edge_request(ATTACK))
+    edge.request_log._flush()  # type: ignore[union-attr]
+    assert response.status == 200
+    assert gateway.seen == [ATTACK]
+    assert {event["Action"] for event in store.records["firewall_events"]} == {"log"}
+    assert store.records["http_requests"][0]["SecurityAction"] == "log"
+
+
+async def test_a_custom_response() -> None:
+    response_parameters = {"status_code": 418, "content": "no", "content_type": "text/plain"}
+    rule = {"action": "block", "expression": "true", "action_parameters": {"response": response_parameters}}
+    edge, _, _ = router([rule])
+    response = await edge.handle(edge_request(BENIGN))
+    assert (response.status, response.body, response.content_type) == (418, b"no", b"text/plain")

@@ -1,0 +1,81 @@
+"""The multi-pattern index changes only the cost of evaluation, never the verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgeplane.rules import RequestFields, compile_expression
+from edgeplane.waf.firewall import Firewall, compile_firewall, deploy_managed_rulesets
+from edgeplane.waf.multipattern import PatternIndex
+
+FRAGMENTS = [
+    "union select",
+    "' or '1'='1",
+    "<script>",
+    "onerror=",
+    "../",
+    "/etc/passwd",
+    "${jndi:",
+    "${${lower:j}",
+    "; cat ",
+    "$(id)",
+    "169.254.169.254",
+    "sleep(5)",
+    "{{7*7}}",
+    "<?php",
+    "__proto__",
+    "0x70a08231",
+    '"method":"eth_call"',
+    "%27",
+    "%3c",
+    "--",
+    "#",
+    "*/",
+]
+text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=6).map("".join)
+FIREWALL = compile_firewall({"http_request_firewall_managed": deploy_managed_rulesets(paranoia_level=4)})
+
+
+class _Broken:
+    def candidates(self, request: Any) -> set[int]:
+        raise RuntimeError("no index")
+
+
+def without_index(firewall: Firewall) -> Firewall:
+    return Firewall(firewall._stages, _Broken(), firewall.problems, firewall.rule_count)  # type: ignore[arg-type]
+
+
+def fields(query: str, body: str, user_agent: str, cookie: str) -> RequestFields:
+    return RequestFields.from_http(
+        method="POST",
+        scheme="http",
+        host="rpc.example.com",
+        raw_path="/v1/mainnet",
+        query=query,
+        headers=[(b"user-agent", user_agent.encode()), (b"cookie", cookie.encode())],
+        body=body.encode(),
+        client_ip="192.0.2.1",
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(query=text, body=text, user_agent=text, cookie=text)
+def test_the_index_never_changes_the_verdict(query: str, body: str, user_agent: str, cookie: str) -> None:
+    request = fields(query, body, user_agent, cookie)
+    assert FIREWALL.evaluate(request) == without_index(FIREWALL).evaluate(request)
+
+
+def test_rules_are_grouped_by_input() -> None:
+    expressions = [
+        'lower(http.request.uri.query) matches "a+b"',
+        'lower(http.request.uri.query) contains "zz"',
+        'http.user_agent matches "^curl"',
+    ]
+    index = PatternIndex((serial, compile_expression(text).prefilter) for serial, text in enumerate(expressions))
+    assert index.inputs == 2
+    assert index.indexed == frozenset({0, 1, 2})
+    assert index.candidates(fields("xAAB", "", "curl/8", "")) == {0, 2}
+    assert index.candidates(fields("zz", "", "", "")) == {1}
