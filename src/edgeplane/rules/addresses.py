@@ -8,6 +8,7 @@ families never overlap (wirefilter keeps them distinct: ``::ffff:10.0.0.1`` is n
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 IPV6_OFFSET = 1 << 128
 
@@ -50,6 +51,11 @@ def key_text(key: int) -> str:
 def client_key(text: str) -> int:
     """The key of a client address as the edge reports it; 0 (``0.0.0.0``) when it is not an address (a Unix
     socket, a test client), so that a request always has an ``ip.src``."""
+    try:
+        # inet_pton is some ten times faster than ipaddress for the address every request carries.
+        return int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big")
+    except OSError:
+        pass
     try:
         return _key(ipaddress.ip_address(text.strip("[]")))
     except ValueError:
