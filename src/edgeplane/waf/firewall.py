@@ -40,14 +40,14 @@ and ``firewall.evaluate(RequestFields.from_http(...))``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import structlog
 from prometheus_client import Counter
 
-from edgeplane.rules import RequestFields, RulesError, compile_expression
+from edgeplane.rules import Expression, RequestFields, RulesError, compile_expression
 from edgeplane.waf.catalogue import (
     MANAGED_RULESET_ID,
     OWASP_RULESET_ID,
@@ -166,7 +166,7 @@ class _Rule:
     ref: str
     description: str
     action: str
-    expression: Any  # edgeplane.rules.Expression: a callable on RequestFields
+    predicate: Callable[[RequestFields], bool]  # the compiled expression, without its call layer
     score: int = 0
     score_threshold: int | None = None
     logging: bool = True
@@ -271,7 +271,7 @@ class Firewall:
             if threshold is not None and score < threshold:
                 continue
             try:
-                hit = rule.expression(request)
+                hit = rule.predicate(request)
             except Exception:
                 _BROKEN_AT_EVALUATION.inc()
                 continue
@@ -494,12 +494,16 @@ class _Compiler:
             self._problem(f"{where}: {error}")
             return None
         rule = _Rule(
-            serial=len(self.rules), id=rule_id, ref=ref, description=description, action=action, expression=compiled
+            serial=len(self.rules),
+            id=rule_id,
+            ref=ref,
+            description=description,
+            action=action,
+            predicate=compiled.predicate,
         )
         self.rules.append(rule)
-        prefilter = getattr(compiled, "prefilter", None)
-        if prefilter is not None:
-            self.prefilters.append((rule.serial, prefilter))
+        if compiled.prefilter is not None:
+            self.prefilters.append((rule.serial, compiled.prefilter))
         return rule
 
     def _problem(self, problem: str) -> None:
@@ -508,7 +512,7 @@ class _Compiler:
 
 
 @functools.lru_cache(maxsize=4096)
-def _compile(expression: str) -> Any:
+def _compile(expression: str) -> Expression:
     # Managed rules are the same text in every zone: each is compiled once per process.
     return compile_expression(expression)
 
