@@ -27,8 +27,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeplaneProce
 
 @pytest.fixture(scope="module")
 def credentials(service: EdgeplaneProcess) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((service.data_dir / "credentials.json").read_text())
-    return loaded
+    return service.credentials
 
 
 def client(service: EdgeplaneProcess, **auth: str) -> Cloudflare:

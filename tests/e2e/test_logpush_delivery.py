@@ -25,16 +25,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeplaneProce
         yield process
 
 
-def v4(service: EdgeplaneProcess, method: str, path: str, **kwargs: Any) -> Any:
-    credentials = json.loads((service.data_dir / "credentials.json").read_text())
-    headers = {"Authorization": f"Bearer {credentials['api_token']}"}
-    path = path.replace("{zone}", credentials["zone_id"])
-    response = httpx.request(method, f"{service.api_url}/client/v4{path}", headers=headers, timeout=30, **kwargs)
-    body = response.json()
-    assert body["success"], body
-    return body["result"]
-
-
 def lines_in(directory: Path) -> list[dict[str, Any]]:
     lines = []
     for path in sorted(directory.rglob("*.log.gz")):
@@ -54,8 +44,7 @@ def test_filtered_requests_reach_the_destination(service: EdgeplaneProcess, tmp_
             }
         }
     )
-    job = v4(
-        service,
+    job = service.v4(
         "POST",
         "/zones/{zone}/logpush/jobs",
         json={
@@ -91,7 +80,7 @@ def test_filtered_requests_reach_the_destination(service: EdgeplaneProcess, tmp_
         set(line) == {"RayID", "ClientRequestPath", "EdgeResponseStatus", "ClientRequestMethod"} for line in lines
     )
     assert all(line["EdgeResponseStatus"] == 403 and line["ClientRequestPath"] == "/v1/mainnet" for line in lines)
-    status = v4(service, "GET", f"/zones/{{zone}}/logpush/jobs/{job['id']}")
+    status = service.v4("GET", f"/zones/{{zone}}/logpush/jobs/{job['id']}")
     assert status["last_complete"] is not None
     assert status["error_message"] is None
 
@@ -141,8 +130,7 @@ def test_logs_tail_shows_records_with_a_filter(service: EdgeplaneProcess) -> Non
 def test_disabled_job_resumes_where_it_stopped(service: EdgeplaneProcess, tmp_path: Path) -> None:
     out = tmp_path / "resume"
     filter_text = json.dumps({"where": {"key": "ClientRequestPath", "operator": "eq", "value": "/v1/holesky"}})
-    job = v4(
-        service,
+    job = service.v4(
         "POST",
         "/zones/{zone}/logpush/jobs",
         json={
@@ -159,7 +147,7 @@ def test_disabled_job_resumes_where_it_stopped(service: EdgeplaneProcess, tmp_pa
         rays = {client.post(service.rpc_url("holesky"), json=body).headers["cf-ray"][:16] for _ in range(1000)}
     time.sleep(2)
     assert lines_in(out) == []  # disabled: nothing pushed
-    v4(service, "PUT", f"/zones/{{zone}}/logpush/jobs/{job['id']}", json={"enabled": True})
+    service.v4("PUT", f"/zones/{{zone}}/logpush/jobs/{job['id']}", json={"enabled": True})
     deadline = time.monotonic() + 30
     lines: list[dict[str, Any]] = []
     while time.monotonic() < deadline and len(lines) < 1000:

@@ -32,8 +32,7 @@ def seaweed() -> Iterator[SeaweedS3]:
 
 
 def credentials(service: EdgeplaneProcess) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((service.data_dir / "credentials.json").read_text())
-    return loaded
+    return service.credentials
 
 
 def create_job(service: EdgeplaneProcess, seaweed: SeaweedS3, prefix: str) -> int:

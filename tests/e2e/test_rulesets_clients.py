@@ -4,7 +4,6 @@ code: a YAML file of custom rules planned, applied and read back, then a second 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -34,8 +33,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeplaneProce
 
 @pytest.fixture(scope="module")
 def credentials(service: EdgeplaneProcess) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((service.data_dir / "credentials.json").read_text())
-    return loaded
+    return service.credentials
 
 
 @pytest.fixture(scope="module")

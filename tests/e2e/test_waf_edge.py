@@ -33,18 +33,8 @@ def service(anvil: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield process
 
 
-def v4(service: EdgeplaneProcess, method: str, path: str, **kwargs: Any) -> Any:
-    credentials = json.loads((service.data_dir / "credentials.json").read_text())
-    headers = {"Authorization": f"Bearer {credentials['api_token']}"}
-    path = path.replace("{zone}", credentials["zone_id"])
-    response = httpx.request(method, f"{service.api_url}/client/v4{path}", headers=headers, timeout=30, **kwargs)
-    body = response.json()
-    assert body["success"], body
-    return body["result"]
-
-
 def put_entrypoint(service: EdgeplaneProcess, phase: str, rules: list[dict[str, Any]]) -> None:
-    v4(service, "PUT", f"/zones/{{zone}}/rulesets/phases/{phase}/entrypoint", json={"rules": rules})
+    service.v4("PUT", f"/zones/{{zone}}/rulesets/phases/{phase}/entrypoint", json={"rules": rules})
 
 
 def send(service: EdgeplaneProcess, body: dict[str, Any], **headers: str) -> httpx.Response:
@@ -67,8 +57,7 @@ def blocked(response: httpx.Response) -> bool:
 def events_dir(service: EdgeplaneProcess, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Logpush job on firewall_events, created before any traffic."""
     out = tmp_path_factory.mktemp("events")
-    v4(
-        service,
+    service.v4(
         "POST",
         "/zones/{zone}/logpush/jobs",
         json={

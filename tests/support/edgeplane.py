@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
+
+import httpx
 
 from tests.support.anvil import free_port
 
@@ -41,6 +45,23 @@ class EdgeplaneProcess:
 
     def rpc_url(self, network: str = "mainnet") -> str:
         return f"{self.edge_url}/v1/{network}"
+
+    @property
+    def credentials(self) -> dict[str, Any]:
+        """The bootstrap identity the service wrote on first start."""
+        loaded: dict[str, Any] = json.loads((self.data_dir / "credentials.json").read_text())
+        return loaded
+
+    def v4(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The result of a successful v4 call with the bootstrap token (``{zone}`` in ``path`` is the bootstrap
+        zone's id); fails the test on an unsuccessful envelope."""
+        credentials = self.credentials
+        headers = {"Authorization": f"Bearer {credentials['api_token']}"}
+        path = path.replace("{zone}", credentials["zone_id"])
+        response = httpx.request(method, f"{self.api_url}/client/v4{path}", headers=headers, timeout=30, **kwargs)
+        body = response.json()
+        assert body["success"], body
+        return body["result"]
 
     def start(self, timeout: float = 20.0) -> EdgeplaneProcess:
         command = [

@@ -12,18 +12,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
 
-from edgeplane.api.accounts import visible_account
 from edgeplane.api.endpoint import ApiRequest, ApiResult, reject_unknown, require_object
-from edgeplane.api.errors import ApiError, bad_request, not_found
+from edgeplane.api.errors import bad_request, not_found
+from edgeplane.api.scope import Scope, request_scope
 from edgeplane.api.timestamps import rfc3339
-from edgeplane.api.zones import visible_zone
 from edgeplane.logs.datasets import DATASETS, Dataset, load_dataset
 from edgeplane.logs.destination_conf import FileDestination, parse_destination_conf
 from edgeplane.logs.errors import DestinationError, FilterError, OutputOptionsError, UnknownDatasetError
@@ -58,25 +56,6 @@ _JOB_MEMBERS = frozenset(
     }
 )
 _READ_ONLY = frozenset({"id", "last_complete", "last_error", "error_message"})
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Whose jobs: one zone's or one account's."""
-
-    zone_id: str | None
-    account_id: str
-
-
-def _scope(request: ApiRequest, *, write: bool = False) -> Scope:
-    params = request.path_params
-    if "zone_id" in params:
-        zone = visible_zone(request, params["zone_id"])
-        if write and not request.principal.can_write_zone(zone.account_id, zone.id):
-            raise ApiError(403, 10000, "Authentication error")
-        return Scope(zone_id=zone.id, account_id=zone.account_id)
-    account = visible_account(request, params["account_id"], write=write)
-    return Scope(zone_id=None, account_id=account.id)
 
 
 def _jobs_query(scope: Scope) -> Any:
@@ -218,14 +197,14 @@ def _apply_options(job: LogpushJob, body: dict[str, Any], dataset: Dataset, *, c
 
 def list_jobs(request: ApiRequest) -> ApiResult:
     """``GET .../logpush/jobs``."""
-    scope = _scope(request)
+    scope = request_scope(request)
     jobs = request.session.scalars(_jobs_query(scope).order_by(LogpushJob.id)).all()
     return ApiResult([job_json(job) for job in jobs])
 
 
 def dataset_jobs(request: ApiRequest) -> ApiResult:
     """``GET .../logpush/datasets/{dataset}/jobs``."""
-    scope = _scope(request)
+    scope = request_scope(request)
     dataset = _dataset(request.path_params["dataset"])
     jobs = request.session.scalars(
         _jobs_query(scope).where(LogpushJob.dataset == dataset.name).order_by(LogpushJob.id)
@@ -235,19 +214,19 @@ def dataset_jobs(request: ApiRequest) -> ApiResult:
 
 def dataset_fields(request: ApiRequest) -> ApiResult:
     """``GET .../logpush/datasets/{dataset}/fields``: field name → description."""
-    _scope(request)
+    request_scope(request)
     dataset = _dataset(request.path_params["dataset"])
     return ApiResult({field.name: field.description for field in dataset.fields})
 
 
 def get_job(request: ApiRequest) -> ApiResult:
     """``GET .../logpush/jobs/{job_id}``."""
-    return ApiResult(job_json(_job(request, _scope(request))))
+    return ApiResult(job_json(_job(request, request_scope(request))))
 
 
 def create_job(request: ApiRequest) -> ApiResult:
     """``POST .../logpush/jobs``."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     body = require_object(request.body)
     reject_unknown(body, _JOB_MEMBERS)
     dataset = _dataset(body.get("dataset") or "http_requests")
@@ -269,7 +248,7 @@ def create_job(request: ApiRequest) -> ApiResult:
 
 def update_job(request: ApiRequest) -> ApiResult:
     """``PUT .../logpush/jobs/{job_id}``: any member but ``dataset`` (fixed at creation)."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     job = _job(request, scope)
     body = require_object(request.body)
     reject_unknown(body, _JOB_MEMBERS | _READ_ONLY)
@@ -281,7 +260,7 @@ def update_job(request: ApiRequest) -> ApiResult:
 
 def delete_job(request: ApiRequest) -> ApiResult:
     """``DELETE .../logpush/jobs/{job_id}``: answers ``{id}``."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     job = _job(request, scope)
     request.session.delete(job)
     return ApiResult({"id": job.id}, changed=True)
@@ -314,7 +293,7 @@ class Ownership:
 
     def request_challenge(self, request: ApiRequest) -> ApiResult:
         """``POST .../logpush/ownership``: writes the challenge file; answers its name."""
-        scope = _scope(request, write=True)
+        scope = request_scope(request, write=True)
         conf = _destination(request.body)
         destination = parse_destination_conf(conf)
         token = challenge_token(self.secret, scope, conf)
@@ -337,7 +316,7 @@ class Ownership:
 
     def validate(self, request: ApiRequest) -> ApiResult:
         """``POST .../logpush/ownership/validate`` with ``destination_conf`` and ``ownership_challenge``."""
-        scope = _scope(request)
+        scope = request_scope(request)
         conf = _destination(request.body)
         given = request.body.get("ownership_challenge")
         expected = challenge_token(self.secret, scope, conf)
@@ -346,7 +325,7 @@ class Ownership:
 
 def validate_destination(request: ApiRequest) -> ApiResult:
     """``POST .../logpush/validate/destination``: the destination is well formed (and, for a directory, writable)."""
-    _scope(request)
+    request_scope(request)
     body = require_object(request.body)
     try:
         destination = parse_destination_conf(body.get("destination_conf"))  # type: ignore[arg-type]
@@ -362,7 +341,7 @@ def validate_destination(request: ApiRequest) -> ApiResult:
 
 def destination_exists(request: ApiRequest) -> ApiResult:
     """``POST .../logpush/validate/destination/exists``: whether a job of this scope already pushes there."""
-    scope = _scope(request)
+    scope = request_scope(request)
     conf = _destination(request.body)
     found = request.session.scalars(_jobs_query(scope).where(LogpushJob.destination_conf == conf)).first()
     return ApiResult({"exists": found is not None})
@@ -370,7 +349,7 @@ def destination_exists(request: ApiRequest) -> ApiResult:
 
 def validate_origin(request: ApiRequest) -> ApiResult:
     """``POST .../logpush/validate/origin`` with ``logpull_options`` (and optional ``dataset``)."""
-    _scope(request)
+    request_scope(request)
     body = require_object(request.body)
     dataset = _dataset(body.get("dataset") or "http_requests")
     options = body.get("logpull_options")

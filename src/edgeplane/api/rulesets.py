@@ -12,14 +12,12 @@ previous WAF does when the new one is saved. Every write takes ``?dry_run=true``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeplane.api.accounts import visible_account
 from edgeplane.api.endpoint import ApiRequest, ApiResult, Handler, reject_unknown, require_object
 from edgeplane.api.errors import ApiError, bad_request, conflict, not_found
 from edgeplane.api.ruleset_validation import (
@@ -39,8 +37,8 @@ from edgeplane.api.ruleset_validation import (
     check_text,
     invalid,
 )
+from edgeplane.api.scope import Scope, request_scope
 from edgeplane.api.timestamps import rfc3339
-from edgeplane.api.zones import visible_zone
 from edgeplane.bootstrap import new_object_id
 from edgeplane.store.models import Zone, utc_now
 from edgeplane.store.ruleset_models import Ruleset, RulesetVersion, find_entrypoint, record_version
@@ -64,28 +62,9 @@ _POSITION = frozenset({"position"})
 _RULE_CONTENT = ("action", "expression", "description", "enabled", "action_parameters", "logging", "ref")
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Whose rulesets: one zone's (``zone_id`` set) or one account's."""
-
-    account_id: str
-    zone_id: str | None
-
-    @property
-    def entrypoint_kind(self) -> str:
-        """The kind of this scope's phase entrypoints."""
-        return "zone" if self.zone_id is not None else "root"
-
-
-def _scope(request: ApiRequest, *, write: bool = False) -> Scope:
-    params = request.path_params
-    if "zone_id" in params:
-        zone = visible_zone(request, params["zone_id"])
-        if write and not request.principal.can_write_zone(zone.account_id, zone.id):
-            raise ApiError(403, 10000, "Authentication error")
-        return Scope(account_id=zone.account_id, zone_id=zone.id)
-    account = visible_account(request, params["account_id"], write=write)
-    return Scope(account_id=account.id, zone_id=None)
+def _entrypoint_kind(scope: Scope) -> str:
+    """The kind of the scope's phase entrypoints."""
+    return "zone" if scope.zone_id is not None else "root"
 
 
 # ---- shapes ----
@@ -239,7 +218,7 @@ def _entrypoint(request: ApiRequest, scope: Scope) -> Ruleset:
 def list_rulesets(request: ApiRequest) -> ApiResult:
     """``GET /rulesets``: the managed rulesets and the scope's own, without their rules; cursor pagination
     (``per_page``, ``cursor``) as the official SDK reads it."""
-    scope = _scope(request)
+    scope = request_scope(request)
     listed = [managed.to_json(with_rules=False) for managed in load_catalogue().values()]
     listed += [ruleset_json(ruleset, with_rules=False) for ruleset in _in_scope(request.session, scope)]
     return _cursor_page(listed, request.query)
@@ -262,7 +241,7 @@ def _cursor_page(items: list[Any], query: Mapping[str, str]) -> ApiResult:
 
 def get_ruleset(request: ApiRequest) -> ApiResult:
     """``GET /rulesets/{ruleset_id}``: a managed ruleset or one of the scope's, with its rules."""
-    scope = _scope(request)
+    scope = request_scope(request)
     ruleset_id = request.path_params["ruleset_id"]
     managed = _managed(ruleset_id)
     if managed is not None:
@@ -273,7 +252,7 @@ def get_ruleset(request: ApiRequest) -> ApiResult:
 def create_ruleset(request: ApiRequest) -> ApiResult:
     """``POST /rulesets``: a phase entrypoint (kind ``zone`` in a zone, ``root`` in an account; 409 when the phase
     has one) or, in an account, a ``custom`` ruleset of the custom phase. 400 for anything else."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     body = require_object(request.body)
     reject_unknown(body, _RULESET_MEMBERS)
     kind = body.get("kind")
@@ -287,8 +266,8 @@ def create_ruleset(request: ApiRequest) -> ApiResult:
             raise invalid("custom rulesets belong to an account: create them under /accounts/{account_id}", "/kind")
         if phase != CUSTOM_PHASE:
             raise invalid(f"custom rulesets are of phase {CUSTOM_PHASE}", "/phase")
-    elif kind != scope.entrypoint_kind:
-        raise invalid(f"a phase entrypoint here is of kind {scope.entrypoint_kind}", "/kind")
+    elif kind != _entrypoint_kind(scope):
+        raise invalid(f"a phase entrypoint here is of kind {_entrypoint_kind(scope)}", "/kind")
     elif find_entrypoint(request.session, zone_id=scope.zone_id, account_id=scope.account_id, phase=phase):
         raise conflict(
             f"the {phase} phase already has an entrypoint ruleset; update it with PUT "
@@ -317,7 +296,7 @@ def create_ruleset(request: ApiRequest) -> ApiResult:
 def update_ruleset(request: ApiRequest) -> ApiResult:
     """``PUT /rulesets/{ruleset_id}``: new ``rules`` (all of them; absent keeps them), ``name``, ``description``.
     ``kind`` and ``phase`` may be sent but not changed."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     ruleset = _stored(request, scope, request.path_params["ruleset_id"])
     return _replace(request, scope, ruleset)
 
@@ -349,7 +328,7 @@ def _replace(request: ApiRequest, scope: Scope, ruleset: Ruleset) -> ApiResult:
 
 def delete_ruleset(request: ApiRequest) -> ApiResult:
     """``DELETE /rulesets/{ruleset_id}`` with all its versions; 409 while an account rule executes or skips it."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     ruleset = _stored(request, scope, request.path_params["ruleset_id"])
     if ruleset.kind == "custom":
         for other in _in_scope(request.session, scope):
@@ -379,7 +358,7 @@ def _names_ruleset(rule: Mapping[str, Any], ruleset_id: str) -> bool:
 def create_rule(request: ApiRequest) -> ApiResult:
     """``POST /rulesets/{ruleset_id}/rules``: adds a rule (last, or at ``position`` ``{before}``, ``{after}`` or
     ``{index}``, 1-based) and answers the whole ruleset."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     ruleset = _stored(request, scope, request.path_params["ruleset_id"])
     body = require_object(request.body)
     context = _context(request.session, scope, ruleset.phase, ruleset.kind, exclude=ruleset.id)
@@ -403,7 +382,7 @@ def create_rule(request: ApiRequest) -> ApiResult:
 def edit_rule(request: ApiRequest) -> ApiResult:
     """``PATCH /rulesets/{ruleset_id}/rules/{rule_id}``: changes the members sent (a new ``action`` without
     ``action_parameters`` drops the old ones), optionally moves the rule (``position``); answers the ruleset."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     ruleset = _stored(request, scope, request.path_params["ruleset_id"])
     rules = list(ruleset.rules)
     index = _rule_index(request, rules)
@@ -436,7 +415,7 @@ def edit_rule(request: ApiRequest) -> ApiResult:
 
 def delete_rule(request: ApiRequest) -> ApiResult:
     """``DELETE /rulesets/{ruleset_id}/rules/{rule_id}``; answers the ruleset without the rule."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     ruleset = _stored(request, scope, request.path_params["ruleset_id"])
     rules = list(ruleset.rules)
     del rules[_rule_index(request, rules)]
@@ -481,14 +460,14 @@ def _position(position: Any, rules: list[dict[str, Any]], *, default: int) -> in
 
 def get_entrypoint(request: ApiRequest) -> ApiResult:
     """``GET /rulesets/phases/{phase}/entrypoint``: 404 when the phase has no entrypoint yet."""
-    scope = _scope(request)
+    scope = request_scope(request)
     return ApiResult(ruleset_json(_entrypoint(request, scope), with_rules=True))
 
 
 def put_entrypoint(request: ApiRequest) -> ApiResult:
     """``PUT /rulesets/phases/{phase}/entrypoint``: replaces the entrypoint's rules, creating it (name ``default``)
     when missing. A zone's managed-phase entrypoint goes through the WAF migration (``waf_migration`` parameter)."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     phase = check_phase(request.path_params["phase"], pointer="/phase")
     if scope.zone_id is not None and phase == MANAGED_PHASE:
         from edgeplane.api.waf_migration import put_managed_entrypoint
@@ -508,13 +487,13 @@ def _save_entrypoint(request: ApiRequest, scope: Scope, phase: str) -> ApiResult
     entrypoint = find_entrypoint(request.session, zone_id=scope.zone_id, account_id=scope.account_id, phase=phase)
     if entrypoint is not None:
         return _replace(request, scope, entrypoint)
-    if body.get("kind") not in (None, scope.entrypoint_kind):
-        raise invalid(f"a phase entrypoint here is of kind {scope.entrypoint_kind}", "/kind")
+    if body.get("kind") not in (None, _entrypoint_kind(scope)):
+        raise invalid(f"a phase entrypoint here is of kind {_entrypoint_kind(scope)}", "/kind")
     if body.get("phase") not in (None, phase):
         raise invalid(f"phase does not match the path ({phase})", "/phase")
     name = check_text(body, "name", MAX_NAME)
     description = check_text(body, "description", MAX_DESCRIPTION) or ""
-    inputs = check_rules(body["rules"], _context(request.session, scope, phase, scope.entrypoint_kind))
+    inputs = check_rules(body["rules"], _context(request.session, scope, phase, _entrypoint_kind(scope)))
     if _dry_run(request):
         return ApiResult(None)
     when = utc_now()
@@ -524,7 +503,7 @@ def _save_entrypoint(request: ApiRequest, scope: Scope, phase: str) -> ApiResult
         zone_id=scope.zone_id,
         name=name if name and name.strip() else DEFAULT_ENTRYPOINT_NAME,
         description=description,
-        kind=scope.entrypoint_kind,
+        kind=_entrypoint_kind(scope),
         phase=phase,
     )
     _save(request.session, entrypoint, _build_rules([], inputs, when), when, new=True)
@@ -536,7 +515,7 @@ def _save_entrypoint(request: ApiRequest, scope: Scope, phase: str) -> ApiResult
 
 def list_versions(request: ApiRequest) -> ApiResult:
     """``GET /rulesets/{ruleset_id}/versions``: every stored version, oldest first, without rules."""
-    scope = _scope(request)
+    scope = request_scope(request)
     ruleset_id = request.path_params["ruleset_id"]
     managed = _managed(ruleset_id)
     if managed is not None:
@@ -546,7 +525,7 @@ def list_versions(request: ApiRequest) -> ApiResult:
 
 def get_version(request: ApiRequest) -> ApiResult:
     """``GET /rulesets/{ruleset_id}/versions/{version}``: that version with its rules; 404 when it is not stored."""
-    scope = _scope(request)
+    scope = request_scope(request)
     ruleset_id = request.path_params["ruleset_id"]
     managed = _managed(ruleset_id)
     if managed is not None:
@@ -559,7 +538,7 @@ def get_version(request: ApiRequest) -> ApiResult:
 def delete_version(request: ApiRequest) -> ApiResult:
     """``DELETE /rulesets/{ruleset_id}/versions/{version}``: forgets an older version; the current version cannot
     be deleted (400)."""
-    scope = _scope(request, write=True)
+    scope = request_scope(request, write=True)
     ruleset = _stored(request, scope, request.path_params["ruleset_id"])
     stored = _version(request, ruleset)
     if stored.version == ruleset.version:
@@ -572,12 +551,12 @@ def delete_version(request: ApiRequest) -> ApiResult:
 
 def list_entrypoint_versions(request: ApiRequest) -> ApiResult:
     """``GET /rulesets/phases/{phase}/entrypoint/versions``."""
-    return _versions(request, _entrypoint(request, _scope(request)))
+    return _versions(request, _entrypoint(request, request_scope(request)))
 
 
 def get_entrypoint_version(request: ApiRequest) -> ApiResult:
     """``GET /rulesets/phases/{phase}/entrypoint/versions/{version}``."""
-    entrypoint = _entrypoint(request, _scope(request))
+    entrypoint = _entrypoint(request, request_scope(request))
     return ApiResult(ruleset_json(_version(request, entrypoint), with_rules=True))
 
 

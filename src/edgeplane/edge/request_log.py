@@ -62,10 +62,11 @@ class RequestLog:
     def __init__(self, store: LogStore, settings: RequestLogSettings | None = None) -> None:
         self.store = store
         self.settings = settings or RequestLogSettings()
-        self._emitted = RECORDS_EMITTED.labels(HTTP_REQUESTS)
-        self._refused = RECORDS_REFUSED.labels(HTTP_REQUESTS)
-        self._events_emitted = RECORDS_EMITTED.labels(FIREWALL_EVENTS)
-        self._events_refused = RECORDS_REFUSED.labels(FIREWALL_EVENTS)
+        # (emitted, refused) counters by dataset, labelled once rather than per append.
+        self._counters = {
+            dataset: (RECORDS_EMITTED.labels(dataset), RECORDS_REFUSED.labels(dataset))
+            for dataset in (HTTP_REQUESTS, FIREWALL_EVENTS)
+        }
         self._waiting: list[tuple[EdgeRequest, EdgeResponse, int, dict[str, Any]]] = []
         self._scheduled = False
 
@@ -86,10 +87,11 @@ class RequestLog:
         waiting, self._waiting = self._waiting, []
         self._scheduled = False
         self._append(
+            HTTP_REQUESTS,
             [
                 self.record(request, response, ended_ns=ended_ns, **details)
                 for request, response, ended_ns, details in waiting
-            ]
+            ],
         )
         events = [
             event
@@ -98,23 +100,16 @@ class RequestLog:
             for event in self.events(request, response, ended_ns=ended_ns, **details)
         ]
         if events:
-            self._append_events(events)
+            self._append(FIREWALL_EVENTS, events)
 
-    def _append(self, records: list[bytes]) -> None:
+    def _append(self, dataset: str, records: list[bytes]) -> None:
+        emitted, refused = self._counters[dataset]
         try:
-            self.store.append(HTTP_REQUESTS, records)
+            self.store.append(dataset, records)
         except LogStoreError:
-            self._refused.inc(len(records))
+            refused.inc(len(records))
             return
-        self._emitted.inc(len(records))
-
-    def _append_events(self, records: list[bytes]) -> None:
-        try:
-            self.store.append(FIREWALL_EVENTS, records)
-        except LogStoreError:
-            self._events_refused.inc(len(records))
-            return
-        self._events_emitted.inc(len(records))
+        emitted.inc(len(records))
 
     def events(
         self,
