@@ -11,12 +11,18 @@ Passes, in alternating order for ``--rounds`` rounds:
 
 - ``filtered``: the job of the issue: a 5-condition filter (about a quarter of the records pass) and 10 fields;
 - ``all-fields``: the same job without a filter, with every field of the dataset (baseline a);
-- ``floor``: the store read in the same 20,000-record chunks and ``orjson.loads`` of every record (baseline b).
+- ``floor``: the store read in the same 20,000-record chunks and every record of it turned into a Python
+  dictionary (``record_columns.rows_of``; baseline b: what reading every record costs).
+
+The store holds the records as the edge writes them: dictionaries given to ``append_rows``, which the store keeps in
+blocks of columns, here ``--block-records`` to a block (the edge's flusher writes a block per dataset every 50 ms,
+so 500 a block is an edge worker at 10,000 requests/s).
 
 The figures of a delivery pass cover the batches that completed before delivery first found the store exhausted:
 the last, partial batch waits for ``max_upload_interval_seconds`` by design, which is idle time, not work. The
 objects of each pass are read back from SeaweedFS once and must hold exactly the records the job selects. A stage
-breakdown (read, decode, filter, format, gzip; no upload) on the same store shows where delivery's CPU goes, and
+breakdown (read, select, decode the kept rows, format, gzip; no upload) on the same store shows where delivery's
+CPU goes, and
 ``--profile FILE`` runs one more filtered pass under cProfile (every worker-thread call, in one thread) and writes
 its statistics to ``FILE``.
 
@@ -64,11 +70,13 @@ if str(REPO_ROOT / "src") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "src"))
 
 import orjson  # noqa: E402 - after the path set-up
+import pyarrow.compute as pc  # noqa: E402
 
 from edgeplane.logs.delivery import JobDelivery, JobPlan, plan_job  # noqa: E402
 from edgeplane.logs.destination_conf import parse_destination_conf  # noqa: E402
 from edgeplane.logs.destinations import Destination, open_destination  # noqa: E402
-from edgeplane.logs.log_store import Batch, LogStoreFullError, SegmentedLogStore  # noqa: E402
+from edgeplane.logs.log_store import Batch, ColumnBatch, LogStoreFullError, SegmentedLogStore  # noqa: E402
+from edgeplane.logs.record_columns import combined, rows_of  # noqa: E402
 from edgeplane.logs.record_format import GZIP_LIBRARY, gzip_batch  # noqa: E402
 from edgeplane.store.snapshot import ConfigSnapshot, ZoneRoute  # noqa: E402
 
@@ -81,7 +89,8 @@ DATASET = "http_requests"
 MAX_RECORDS = 5_000_000
 MAX_UPLOAD_RECORDS = 100_000
 READ_RECORDS = 20_000  # what delivery reads at a time (delivery._READ_RECORDS)
-FILL_CHUNK = 10_000
+READ_BYTES = 64 << 20  # and its byte bound (delivery._READ_BYTES)
+BLOCK_RECORDS = 500  # default --block-records
 PASS_TIMEOUT_SECONDS = 600.0  # a bound on one delivery pass
 BUCKET = "edgeplane-bench"
 ACCOUNT_ID = "bench-account"
@@ -207,31 +216,34 @@ def edge_records(count: int, seed: int) -> Iterator[dict[str, Any]]:
         yield record
 
 
-def fill_store(directory: Path, count: int, seed: int) -> int:
-    """Writes ``count`` records into a new store at ``directory``; returns their total size in bytes."""
+def fill_store(directory: Path, count: int, seed: int, block_records: int = BLOCK_RECORDS) -> int:
+    """Writes ``count`` records into a new store at ``directory`` as the edge does (``append_rows``, one flush per
+    ``block_records``); returns their size in bytes as JSON lines."""
     total = 0
     dumps = orjson.dumps
-    store = SegmentedLogStore(directory, datasets=[DATASET], retention_bytes=1 << 50)
+    store = SegmentedLogStore(directory, datasets=[DATASET], retention_bytes=1 << 50, flush_interval=3600)
     try:
         store.save_cursor(DATASET, PIN_JOB_ID, 0)
-        chunk: list[bytes] = []
+        chunk: list[dict[str, Any]] = []
         for record in edge_records(count, seed):
-            chunk.append(dumps(record))
-            if len(chunk) == FILL_CHUNK:
-                total += _append(store, chunk)
+            chunk.append(record)
+            total += len(dumps(record))
+            if len(chunk) == block_records:
+                _append(store, chunk)
                 chunk = []
         if chunk:
-            total += _append(store, chunk)
+            _append(store, chunk)
     finally:
         store.close()
     return total
 
 
-def _append(store: SegmentedLogStore, chunk: list[bytes]) -> int:
+def _append(store: SegmentedLogStore, chunk: list[dict[str, Any]]) -> None:
     for _ in range(1000):  # bounded: the flusher frees the buffer within a few intervals
         try:
-            store.append(DATASET, chunk)
-            return sum(map(len, chunk))
+            store.append_rows(DATASET, chunk)
+            store.flush(timeout=10)  # one block per chunk, as the edge's flusher writes one per interval
+            return
         except LogStoreFullError:
             store.flush(timeout=10)
     raise RuntimeError("the log store stayed full")
@@ -303,6 +315,14 @@ class _TimedStore:
             self.first_empty_read = time.perf_counter()
         return batch
 
+    def read_columns(
+        self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20
+    ) -> ColumnBatch:
+        batch = self.store.read_columns(dataset, position, max_records, max_bytes)
+        if not batch.parts and self.first_empty_read is None:
+            self.first_empty_read = time.perf_counter()
+        return batch
+
     def save_cursor(self, dataset: str, job_id: int, position: int) -> None:
         self.store.save_cursor(dataset, job_id, position)
         watched = loadgen._process_cpu_seconds(self.watched_pid) if self.watched_pid else None
@@ -310,6 +330,9 @@ class _TimedStore:
 
     def append(self, dataset: str, records: Sequence[bytes]) -> None:
         self.store.append(dataset, records)
+
+    def append_rows(self, dataset: str, rows: Sequence[dict[str, Any]]) -> None:
+        self.store.append_rows(dataset, rows)
 
     def end_position(self, dataset: str) -> int:
         return self.store.end_position(dataset)
@@ -489,17 +512,16 @@ def _run_loop(coroutine: Any) -> Any:
 
 
 def floor_pass(directory: Path) -> PassResult:
-    """Baseline b: the store read as delivery reads it, every record decoded; nothing else."""
+    """Baseline b: the store read as delivery reads it, every record turned into a dictionary; nothing else."""
     store = SegmentedLogStore(directory, writable=False)
-    loads = orjson.loads
     position = 0
     started, cpu_started = time.perf_counter(), time.process_time()
     for _ in range(MAX_RECORDS // READ_RECORDS + 2):
-        batch = store.read(DATASET, position, max_records=READ_RECORDS)
-        if not batch.records:
+        batch = store.read_columns(DATASET, position, max_records=READ_RECORDS, max_bytes=READ_BYTES)
+        if not batch.parts:
             break
-        for raw in batch.records:
-            loads(raw)
+        for part in batch.parts:
+            rows_of(part) if not isinstance(part, list) else [orjson.loads(raw) for raw in part]
         position = batch.next_position
     seconds = max(time.perf_counter() - started, 1e-9)
     cpu = max(time.process_time() - cpu_started, 1e-9)
@@ -515,8 +537,8 @@ def floor_pass(directory: Path) -> PassResult:
 
 
 def count_selected(directory: Path, plan: JobPlan) -> int:
-    """How many records the job selects. Reads without a byte bound: a read that ``max_bytes`` cuts inside a block
-    returns records of the wrong positions (see docs/benchmarks.md), so this count must not take that path."""
+    """How many records the job selects, by the other path: every record as a JSON line (``read``) through the
+    per-record predicate, so that the objects' line count also checks the column path against it."""
     store = SegmentedLogStore(directory, writable=False)
     keep, loads = plan.keep, orjson.loads
     selected = position = 0
@@ -547,26 +569,36 @@ def verify_objects(seaweed: Any, prefix: str, selected: int, fields: int) -> tup
 
 
 def stage_costs(directory: Path, plan: JobPlan) -> dict[str, float]:
-    """Seconds per record of each step of delivery on the whole store, without the upload and the event loop."""
+    """Seconds per record of each step of delivery on the whole store, without the upload and the event loop:
+    read (``read_columns``), select (zone and filter masks, and taking the kept rows), decode (the kept rows' columns
+    into dictionaries, only for jobs the column encoder does not write), format, gzip. Blocks stored as lines are not
+    expected here."""
     store = SegmentedLogStore(directory, writable=False)
-    loads, keep, encode = orjson.loads, plan.keep, plan.formatter.encode
-    spent = dict.fromkeys(("read", "decode", "filter", "format", "gzip"), 0.0)
+    keep, encode, select, columns = plan.formatter.keep, plan.formatter.encode, plan.select, plan.columns
+    spent = dict.fromkeys(("read", "select", "decode", "format", "gzip"), 0.0)
     pending: list[bytes] = []
     position = 0
     clock = time.perf_counter
     for _ in range(MAX_RECORDS // READ_RECORDS + 2):
         a = clock()
-        batch = store.read(DATASET, position, max_records=READ_RECORDS)
+        batch = store.read_columns(DATASET, position, max_records=READ_RECORDS, max_bytes=READ_BYTES)
         b = clock()
-        if not batch.records:
+        if not batch.parts:
             break
-        decoded = [loads(raw) for raw in batch.records]
+        block = combined(batch.parts, plan.needed)  # a store written by fill_store holds only column blocks
+        mask = select(block)
+        chosen = [block if mask is None else block.take(pc.indices_nonzero(mask))]
         c = clock()
-        kept = [record for record in decoded if keep(record)]
-        d = clock()
-        pending.extend([encode(record) for record in kept])
+        if plan.encode_columns is None:  # csv or a template: dictionaries for the per-record encoder
+            kept = [row for part in chosen for row in rows_of(part, columns)]
+            d = clock()
+            pending.extend([encode(record) for record in kept if keep(record)])
+        else:
+            d = clock()
+            pending.extend(plan.encode_columns(chosen[0]))
         e = clock()
-        if len(pending) >= MAX_UPLOAD_RECORDS or len(batch.records) < READ_RECORDS:
+        read_count = batch.next_position - batch.position
+        if len(pending) >= MAX_UPLOAD_RECORDS or read_count < READ_RECORDS:
             gzip_batch([plan.formatter.join(pending)])
             pending = []
         f = clock()
@@ -691,7 +723,7 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         directory = scratch / "logs"
         _say(progress, f"delivery: writing {args.records:,} records into the log store ...")
         filled = time.perf_counter()
-        store_bytes = fill_store(directory, args.records, args.seed)
+        store_bytes = fill_store(directory, args.records, args.seed, args.block_records)
         _say(progress, f"  {store_bytes / 1e6:.0f} MB in {time.perf_counter() - filled:.1f} s; starting SeaweedFS ...")
         seaweed = stack.enter_context(SeaweedS3())
         seaweed.client().create_bucket(Bucket=BUCKET)
@@ -857,6 +889,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--interval", type=float, default=10.0, help="the job's max_upload_interval_seconds (default 10)"
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the generated records")
+    parser.add_argument(
+        "--block-records", type=int, default=BLOCK_RECORDS, help=f"records per store block (default {BLOCK_RECORDS})"
+    )
     parser.add_argument("--profile", type=Path, help="also profile a filtered pass, writing cProfile stats here")
     parser.add_argument("--emission-rounds", type=int, default=5, help="emission rounds per side (default 5)")
     parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per emission round (default 3)")

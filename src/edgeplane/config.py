@@ -121,6 +121,28 @@ class LogSettings(BaseModel):
         default=None, description="trusted request header with the client's country (ISO 3166 alpha-2)"
     )
     client_asn_header: str | None = Field(default=None, description="trusted request header with the client's ASN")
+    client_country_database: Path | None = Field(
+        default=None,
+        description="MaxMind-format database (GeoIP2/GeoLite2 Country or City) giving the client's country when "
+        "the trusted header is unset or absent from a request",
+    )
+    client_asn_database: Path | None = Field(
+        default=None,
+        description="MaxMind-format database (GeoLite2 ASN) giving the client's ASN when the trusted header is unset "
+        "or absent from a request; may be the same file as client_country_database",
+    )
+
+    @field_validator("client_country_database", "client_asn_database")
+    @classmethod
+    def _existing_file(cls, path: Path | None) -> Path | None:
+        # A missing database stops the start with the settings' message, before anything is started; whether the
+        # file is a MaxMind DB is known when the edge opens it (``edgeplane.edge.client_location``).
+        if path is None:
+            return None
+        path = path.expanduser()
+        if not path.is_file():
+            raise ValueError(f"no such file: {path}")
+        return path
 
 
 def _default_networks() -> dict[str, NetworkSettings]:

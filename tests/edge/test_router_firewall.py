@@ -39,8 +39,8 @@ class MemoryStore:
     def __init__(self) -> None:
         self.records: dict[str, list[dict[str, Any]]] = {}
 
-    def append(self, dataset: str, records: list[bytes]) -> None:
-        self.records.setdefault(dataset, []).extend(orjson.loads(record) for record in records)
+    def append_rows(self, dataset: str, rows: list[dict[str, Any]]) -> None:
+        self.records.setdefault(dataset, []).extend(rows)
 
 
 def edge_request(body: bytes, query: bytes = b"", user_agent: bytes = b"web3.py/7") -> EdgeRequest:

@@ -272,3 +272,10 @@ def test_values_accepted(condition: Any) -> None:
 def test_validation_is_optional_and_separate() -> None:
     unchecked = parse_filter(text(cond("NoSuchField", "lt", "x")))
     assert unchecked.where == Condition("NoSuchField", "lt", "x")
+
+
+def test_a_number_too_large_for_a_float_field_is_a_filter_error() -> None:
+    text = '{"where":{"key":"EdgeResponseCompressionRatio","operator":"in","value":[1' + "0" * 400 + "]}}"
+    with pytest.raises(FilterError, match="out of range") as caught:
+        parse_filter(text, HTTP)
+    assert caught.value.path == "where.value[0]"

@@ -3,11 +3,12 @@ firewall match, appended to the log store.
 
 Built from what the edge knows when it answers: the client, the request line and headers, the zone, the response
 and its timings. Fields the edge cannot know (bot scores, TLS details, cache status) are left out of the record and
-appear as the dataset's missing values in the output. ``ClientCountry`` and ``ClientASN`` come from trusted request
-headers when configured (for example set by a load balancer in front). Emission never blocks the request: the
-record is built after the response is written, in bulk; the store buffers it, and a store that refuses (its disk
-stalled) is counted in a metric, not raised. A request the firewall matched has its ``Security*`` fields set and
-one ``firewall_events`` record per match (``edgeplane.waf.events``), sharing its ``RayID``.
+appear as the dataset's missing values in the output. ``ClientCountry`` and ``ClientASN`` are what the router
+found for the client (``edgeplane.edge.client_location``: a trusted header or a MaxMind database). Emission never
+blocks the request: the record is built after the response is written, in bulk, as a dictionary; the store buffers
+it and turns whole blocks of records into columns on its flusher thread (``append_rows``), and a store that refuses
+(its disk stalled) is counted in a metric, not raised. A request the firewall matched has its ``Security*`` fields
+set and one ``firewall_events`` record per match (``edgeplane.waf.events``), sharing its ``RayID``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import asyncio
 import itertools
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from prometheus_client import Counter
 
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
@@ -34,14 +33,6 @@ RECORDS_REFUSED = Counter(
     "edgeplane_log_records_refused_total", "Log records the log store refused (its disk fell behind).", ["dataset"]
 )
 RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records appended to the log store.", ["dataset"])
-
-
-@dataclass(frozen=True, slots=True)
-class RequestLogSettings:
-    """Where the client's country and network number come from, when a trusted front sets them."""
-
-    country_header: bytes | None = None
-    asn_header: bytes | None = None
 
 
 _RAY_PREFIX = int.from_bytes(os.urandom(4), "big")
@@ -59,9 +50,8 @@ class RequestLog:
     response is written (a callback scheduled on the loop), in bulk with the others of the same moment, so that
     logging adds nothing to the time a client waits."""
 
-    def __init__(self, store: LogStore, settings: RequestLogSettings | None = None) -> None:
+    def __init__(self, store: LogStore) -> None:
         self.store = store
-        self.settings = settings or RequestLogSettings()
         # (emitted, refused) counters by dataset, labelled once rather than per append.
         self._counters = {
             dataset: (RECORDS_EMITTED.labels(dataset), RECORDS_REFUSED.labels(dataset))
@@ -102,10 +92,10 @@ class RequestLog:
         if events:
             self._append(FIREWALL_EVENTS, events)
 
-    def _append(self, dataset: str, records: list[bytes]) -> None:
+    def _append(self, dataset: str, records: list[dict[str, Any]]) -> None:
         emitted, refused = self._counters[dataset]
         try:
-            self.store.append(dataset, records)
+            self.store.append_rows(dataset, records)
         except LogStoreError:
             refused.inc(len(records))
             return
@@ -123,9 +113,11 @@ class RequestLog:
         verdict: Verdict = ALLOWED,
         origin_status: int | None = None,
         ended_ns: int,
+        client_country: str = "",
+        client_asn: int = 0,
         **_: Any,
-    ) -> list[bytes]:
-        """The encoded ``firewall_events`` records of one request (none when the firewall matched nothing). Each
+    ) -> list[dict[str, Any]]:
+        """The ``firewall_events`` records of one request (none when the firewall matched nothing). Each
         carries ``ZoneName`` (not a field of the dataset), by which delivery gives a zone's jobs their records."""
         if not verdict.matches:
             return []
@@ -152,23 +144,11 @@ class RequestLog:
         }
         if origin_status is not None:
             common["OriginResponseStatus"] = origin_status
-        common.update(self._client_network(request))
-        return [
-            orjson.dumps(record)
-            for record in firewall_event_records(verdict, common, datetime_ns=started_ns, edge_status=response.status)
-        ]
-
-    def _client_network(self, request: EdgeRequest) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        if self.settings.country_header is not None:
-            country = request.header(self.settings.country_header)
-            if country:
-                found["ClientCountry"] = country.decode("latin-1").strip().lower()[:2]
-        if self.settings.asn_header is not None:
-            asn = request.header(self.settings.asn_header)
-            if asn and asn.strip().isdigit():
-                found["ClientASN"] = int(asn)
-        return found
+        if client_country:
+            common["ClientCountry"] = client_country
+        if client_asn:
+            common["ClientASN"] = client_asn
+        return firewall_event_records(verdict, common, datetime_ns=started_ns, edge_status=response.status)
 
     def record(
         self,
@@ -183,14 +163,16 @@ class RequestLog:
         origin_duration_ms: int | None = None,
         verdict: Verdict = ALLOWED,
         ended_ns: int,
-    ) -> bytes:
-        """The encoded ``http_requests`` record of one request."""
+        client_country: str = "",
+        client_asn: int = 0,
+    ) -> dict[str, Any]:
+        """The ``http_requests`` record of one request."""
         client_ip, client_port = request.client if request.client else ("", 0)
         server_ip = request.server[0] if request.server else ""
         query = request.query_string.decode("latin-1")
         uri = request.path + ("?" + query if query else "")
         body_bytes = len(response.body)
-        record: dict[str, object] = {
+        record: dict[str, Any] = {
             "RayID": ray_id,
             "ZoneName": zone.zone_name if zone else "",
             "ClientIP": client_ip,
@@ -222,8 +204,11 @@ class RequestLog:
             record["OriginResponseDurationMs"] = origin_duration_ms
         if verdict.matches:
             record.update(security_fields(verdict))
-        record.update(self._client_network(request))
-        return orjson.dumps(record)
+        if client_country:
+            record["ClientCountry"] = client_country
+        if client_asn:
+            record["ClientASN"] = client_asn
+        return record
 
 
 def _text(value: bytes | None) -> str:

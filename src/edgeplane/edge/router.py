@@ -13,6 +13,9 @@ blocked request is answered with the rule's custom response, or 403 and a JSON-R
 request's ``id`` when the body is a JSON-RPC request, else null) whose ``data`` holds the ray id. The verdict goes
 into the request's log records: the ``Security*`` fields of ``http_requests`` and one ``firewall_events`` record per
 match.
+
+The client's country and ASN (``edgeplane.edge.client_location``) are found once per request, for the firewall's
+``ip.src.country`` / ``ip.src.asnum`` and the log records' ``ClientCountry`` / ``ClientASN``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from typing import Final
 
 import orjson
 
+from edgeplane.edge.client_location import ClientLocation, ClientLocator
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
-from edgeplane.edge.request_log import RequestLog, RequestLogSettings, new_ray_id
+from edgeplane.edge.request_log import RequestLog, new_ray_id
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
 from edgeplane.gateway.service import Gateway
@@ -43,10 +47,18 @@ _UNSUPPORTED_MEDIA_TYPE = jsonrpc_error(
 class EdgeRouter:
     """The edge listener's handler for ``HttpServer``: routes a request to the gateway or refuses it."""
 
-    def __init__(self, gateway: Gateway, snapshots: SnapshotHolder, request_log: RequestLog | None = None) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        snapshots: SnapshotHolder,
+        request_log: RequestLog | None = None,
+        locator: ClientLocator | None = None,
+    ) -> None:
+        """``locator`` finds the client's country and ASN; without one they are unknown."""
         self.gateway = gateway
         self.snapshots = snapshots
         self.request_log = request_log
+        self.locator = locator or ClientLocator()
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
@@ -59,7 +71,17 @@ class EdgeRouter:
             ray_id = new_ray_id()
             response = _with_ray(response, ray_id)
             zone = self.snapshots.current.web3_zone(host)
-            self.request_log.emit(request, response, ray_id=ray_id, started_ns=started_ns, zone=zone, host=host)
+            country, asn = self.locator.locate(request)
+            self.request_log.emit(
+                request,
+                response,
+                ray_id=ray_id,
+                started_ns=started_ns,
+                zone=zone,
+                host=host,
+                client_country=country,
+                client_asn=asn,
+            )
         return response
 
     def _refusal(self, request: EdgeRequest) -> EdgeResponse | None:
@@ -94,8 +116,9 @@ class EdgeRouter:
         ray_id = new_ray_id()
         verdict = ALLOWED
         firewall = self.snapshots.current.firewall(zone.zone_id) if zone is not None else None
-        if firewall is not None:
-            verdict = firewall.evaluate(self._fields(request, host, ray_id))
+        location = self.locator.locate(request) if firewall is not None or self.request_log is not None else None
+        if firewall is not None and location is not None:
+            verdict = firewall.evaluate(self._fields(request, host, ray_id, location))
         origin_status: int | None = None
         origin_ms: int | None = None
         if verdict.blocked:
@@ -107,7 +130,7 @@ class EdgeRouter:
             origin_status = answer.status
             origin_ms = (time.time_ns() - started_ns) // 1_000_000
             response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
-        if self.request_log is not None:
+        if self.request_log is not None and location is not None:
             self.request_log.emit(
                 request,
                 response,
@@ -118,16 +141,12 @@ class EdgeRouter:
                 origin_status=origin_status,
                 origin_duration_ms=origin_ms,
                 verdict=verdict,
+                client_country=location.country,
+                client_asn=location.asn,
             )
         return response
 
-    def _fields(self, request: EdgeRequest, host: str, ray_id: str) -> RequestFields:
-        settings = self.request_log.settings if self.request_log is not None else _NO_SETTINGS
-        country = asn = None
-        if settings.country_header is not None:
-            country = request.header(settings.country_header)
-        if settings.asn_header is not None:
-            asn = request.header(settings.asn_header)
+    def _fields(self, request: EdgeRequest, host: str, ray_id: str, location: ClientLocation) -> RequestFields:
         client_ip, client_port = request.client if request.client else ("", 0)
         return RequestFields.from_http(
             method=request.method,
@@ -141,13 +160,10 @@ class EdgeRouter:
             client_port=client_port,
             server_port=request.server[1] if request.server else 80,
             http_version=request.http_version,
-            country=country.decode("latin-1").strip().lower()[:2] if country else "",
-            asn=int(asn) if asn and asn.strip().isdigit() else 0,
+            country=location.country,
+            asn=location.asn,
             ray_id=ray_id,
         )
-
-
-_NO_SETTINGS = RequestLogSettings()
 
 
 def _refusal(request: EdgeRequest, verdict: Verdict, ray_id: str) -> EdgeResponse:

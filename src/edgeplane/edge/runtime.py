@@ -9,12 +9,14 @@ import contextlib
 import signal
 import socket
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import structlog
 
 from edgeplane.config import Settings
+from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import HttpServer
-from edgeplane.edge.request_log import RequestLog, RequestLogSettings
+from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway
@@ -42,6 +44,29 @@ def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
     }
 
 
+def open_client_locator(settings: Settings, *, worker: int) -> ClientLocator:
+    """The locator of the client's country and ASN from the ``logs.client_*`` settings, its databases open; the
+    first worker logs what each database is. Raises ``ClientDatabaseError`` when a database cannot be opened."""
+    logs = settings.logs
+    locator = ClientLocator.open(
+        country_header=logs.client_country_header,
+        asn_header=logs.client_asn_header,
+        country_database=logs.client_country_database,
+        asn_database=logs.client_asn_database,
+    )
+    if worker == 0:
+        for database in locator.databases:
+            log.info(
+                "client location database opened",
+                path=database.path,
+                serves=list(database.serves),
+                database_type=database.database_type,
+                built=datetime.fromtimestamp(database.build_epoch, UTC).isoformat(),
+                ip_version=database.ip_version,
+            )
+    return locator
+
+
 def open_log_store(settings: Settings, worker: int) -> SegmentedLogStore:
     """The writable log store of one edge worker."""
     return SegmentedLogStore(
@@ -60,25 +85,22 @@ class EdgeRuntime:
     gateway: Gateway
     server: HttpServer
     log_store: SegmentedLogStore | None
+    locator: ClientLocator
 
     @classmethod
     def build(cls, settings: Settings, snapshots: SnapshotHolder, *, worker: int) -> EdgeRuntime:
-        """Builds the runtime and starts the pools' health checks (call from a running loop)."""
+        """Builds the runtime and starts the pools' health checks (call from a running loop). Raises
+        ``ClientDatabaseError`` (before starting anything) when a client location database cannot be opened."""
+        locator = open_client_locator(settings, worker=worker)
         pools = build_pools(settings)
         for pool in pools.values():
             pool.start()
         gateway = Gateway(load_method_policy(), pools, settings.gateway)
         log_store = open_log_store(settings, worker) if settings.logs.enabled else None
-        request_log = None
-        if log_store is not None:
-            headers = RequestLogSettings(
-                country_header=_header(settings.logs.client_country_header),
-                asn_header=_header(settings.logs.client_asn_header),
-            )
-            request_log = RequestLog(log_store, headers)
-        router = EdgeRouter(gateway, snapshots, request_log)
+        request_log = RequestLog(log_store) if log_store is not None else None
+        router = EdgeRouter(gateway, snapshots, request_log, locator)
         server = HttpServer(router, max_body_bytes=settings.gateway.max_body_bytes)
-        return cls(pools=pools, gateway=gateway, server=server, log_store=log_store)
+        return cls(pools=pools, gateway=gateway, server=server, log_store=log_store, locator=locator)
 
     async def close(self) -> None:
         """Stops health checks, closes upstream connections, and writes down every buffered log record."""
@@ -88,10 +110,7 @@ class EdgeRuntime:
                 node.close()
         if self.log_store is not None:
             await asyncio.to_thread(self.log_store.close)
-
-
-def _header(name: str | None) -> bytes | None:
-    return name.lower().encode("latin-1") if name else None
+        self.locator.close()
 
 
 async def run_edge_worker(settings: Settings, listener: socket.socket, database_url: str, *, worker: int) -> None:

@@ -8,6 +8,11 @@ flight and nothing before it. A batch is flushed when the first of ``max_upload_
 are retried with a capped exponential backoff; the job's ``last_complete``, ``last_error`` and ``error_message``
 say what happened. The records of every edge worker's store (partition) are read; cursors are per partition.
 
+Records stored in columns (``edgeplane.logs.record_columns``) are selected a block at a time: the zone check and the
+filter are vectorised over the block (``edgeplane.logs.filter_columns``), and only the records kept, and only the
+columns the job writes, become Python objects for the formatter. Records stored as JSON lines are decoded one by one
+and go through the per-record predicate (``edgeplane.logs.filter_compiler``); both give the same selection.
+
 The work on records (decoding, filter, format, gzip) runs in a worker thread, in a process of its own
 (``edgeplane serve`` starts it), so that it never competes with the edge for the event loop.
 """
@@ -24,17 +29,22 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 import structlog
 from prometheus_client import Counter, Gauge
 
+from edgeplane.logs.column_format import ColumnEncoder, compile_column_encoder
 from edgeplane.logs.datasets import Dataset, load_dataset
 from edgeplane.logs.destination_conf import parse_destination_conf
 from edgeplane.logs.destinations import Destination, DestinationFailure, DestinationRejected, open_destination
+from edgeplane.logs.filter_columns import compile_column_filter
 from edgeplane.logs.filter_compiler import compile_filter
 from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.log_store import LogStore, PositionLostError
 from edgeplane.logs.output_options import output_options_from_logpull, parse_logpull_options, parse_output_options
-from edgeplane.logs.record_format import RecordFormatter, compile_formatter, gzip_batch, object_name
+from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, rows_of
+from edgeplane.logs.record_format import SAMPLE_KEY_FIELD, RecordFormatter, compile_formatter, gzip_batch, object_name
 from edgeplane.store.snapshot import ConfigSnapshot
 
 log = structlog.get_logger(__name__)
@@ -46,6 +56,7 @@ FAILURES = Counter("edgeplane_logpush_failures_total", "Failed uploads (each ret
 LAG = Gauge("edgeplane_logpush_lag_records", "Records not yet read by the job.", ["job"], multiprocess_mode="max")
 
 _READ_RECORDS = 20_000
+_READ_BYTES = 64 << 20  # a bound that lets a read take _READ_RECORDS records of any usual size
 _IDLE_SECONDS = 0.2
 _BACKOFF_FIRST = 1.0
 _BACKOFF_MAX = 60.0
@@ -78,7 +89,12 @@ class JobPlan:
     job_id: int
     dataset: Dataset
     zone_names: frozenset[str] | None  # None: every zone
-    keep: Callable[[dict[str, Any]], bool]
+    keep: Callable[[dict[str, Any]], bool]  # zone, filter and sampling, for one record stored as a JSON line
+    select: Callable[[pa.RecordBatch], pa.Array | None]  # zone and filter over a block in columns; None: all of it
+    columns: tuple[str, ...]  # what the formatter and sampling read of a record
+    needed: tuple[str, ...]  # what ``select`` and the formatter read of a block
+    encode_columns: ColumnEncoder | None  # ndjson written a block at a time; None: per record
+    sample_rate: float
     formatter: RecordFormatter
     max_records: int
     max_bytes: int
@@ -89,7 +105,9 @@ class JobPlan:
 def plan_job(job: dict[str, Any], snapshot: ConfigSnapshot) -> JobPlan:
     """Compiles a job of the snapshot. Raises the logs package's errors for a job that no longer validates."""
     dataset = load_dataset(job["dataset"])
-    predicate = compile_filter(parse_filter(job["filter"], dataset), dataset) if job.get("filter") else None
+    tree = parse_filter(job["filter"], dataset) if job.get("filter") else None
+    predicate = compile_filter(tree, dataset) if tree is not None else None
+    column_predicate = compile_column_filter(tree, dataset) if tree is not None else None
     if job.get("output_options") is not None:
         options = parse_output_options(job["output_options"], dataset)
     elif job.get("logpull_options"):
@@ -111,11 +129,31 @@ def plan_job(job: dict[str, Any], snapshot: ConfigSnapshot) -> JobPlan:
             return False
         return sample(record)
 
+    zone_set = pa.array(sorted(zone_names), type=pa.string()) if zone_names is not None else None
+
+    def select(batch: pa.RecordBatch) -> pa.Array | None:
+        mask = None
+        if zone_set is not None:
+            mask = pc.is_in(column_or_nulls(batch, ZONE_NAME, pa.string()), value_set=zone_set)
+        if column_predicate is not None:
+            passed = column_predicate(batch)
+            mask = passed if mask is None else pc.and_(mask, passed)
+        return mask
+
     return JobPlan(
         job_id=job["id"],
         dataset=dataset,
         zone_names=zone_names,
         keep=keep,
+        select=select,
+        columns=tuple(dict.fromkeys((*formatter.fields, SAMPLE_KEY_FIELD))),
+        encode_columns=compile_column_encoder(options, dataset),
+        sample_rate=options.sample_rate,
+        needed=tuple(
+            dict.fromkeys(
+                (ZONE_NAME, *(c.key for c in (tree.conditions() if tree else ())), *formatter.fields, SAMPLE_KEY_FIELD)
+            )
+        ),
         formatter=formatter,
         max_records=job.get("max_upload_records") or 100_000,
         max_bytes=job.get("max_upload_bytes") or _MAX_BYTES_DEFAULT,
@@ -181,27 +219,53 @@ class JobDelivery:
                 break
             position = batch.positions[index]
             try:
-                read = store.read(dataset, position, max_records=min(room, _READ_RECORDS))
+                read = store.read_columns(
+                    dataset, position, max_records=min(room, _READ_RECORDS), max_bytes=_READ_BYTES
+                )
             except PositionLostError as lost:
                 log.error("records were deleted by retention before delivery", job=plan.job_id, lost=lost.lost)
                 batch.positions[index] = lost.oldest_position
                 continue
-            if not read.records:
+            if not read.parts:
                 continue
             progressed = True
-            for offset, raw in enumerate(read.records):
-                record = orjson.loads(raw)
-                if keep(record):
-                    encoded = encode(record)
-                    batch.encoded.append(encoded)
-                    batch.size += len(encoded)
-                    if batch.first is None:
-                        batch.first = read.position + offset
-                    batch.last = read.position + offset
+            at = read.position
+            for group in _runs(read.parts):
+                if isinstance(group, list):
+                    for offset, raw in enumerate(group):
+                        record = orjson.loads(raw)
+                        if keep(record):
+                            self._add(batch, encode(record), at + offset)
+                    at += len(group)
+                    continue
+                block = combined(group, plan.needed)
+                mask = plan.select(block)
+                if plan.sample_rate < 1:
+                    mask = _sampled(block, mask, plan.formatter.keep)
+                if mask is None:
+                    chosen, offsets = block, range(block.num_rows)
+                else:
+                    indices = pc.indices_nonzero(mask)
+                    chosen, offsets = block.take(indices), indices.to_pylist()
+                if plan.encode_columns is not None:
+                    encoded = plan.encode_columns(chosen)
+                else:
+                    encoded = [encode(record) for record in rows_of(chosen, plan.columns)]
+                for offset, line in zip(offsets, encoded, strict=True):
+                    self._add(batch, line, at + offset)
+                at += block.num_rows
             batch.positions[index] = read.next_position
             lag += max(0, store.end_position(dataset) - read.next_position)
         LAG.labels(self._label).set(lag)
         return progressed
+
+    @staticmethod
+    def _add(batch: Batch, encoded: bytes, position: int) -> None:
+        batch.encoded.append(encoded)
+        batch.size += len(encoded)
+        if batch.first is None:
+            batch.first = position
+        batch.last = position
 
     async def _upload(self, batch: Batch) -> None:
         plan = self.plan
@@ -239,6 +303,40 @@ class JobDelivery:
     def _save_cursors(self, positions: dict[int, int]) -> None:
         for index, position in positions.items():
             self.partitions[index].save_cursor(self.plan.dataset.name, self.plan.job_id, position)
+
+
+def _sampled(block: pa.RecordBatch, mask: pa.Array | None, keep: Callable[[dict[str, Any]], bool]) -> pa.Array:
+    """``mask`` narrowed by the sampling decision, which depends only on a record's ``RayID``; a record without
+    one is decided on its needed columns (the per-record path decides it on the whole record)."""
+    candidates = range(block.num_rows) if mask is None else pc.indices_nonzero(mask).to_pylist()
+    ray_ids = column_or_nulls(block, SAMPLE_KEY_FIELD, pa.string()).to_pylist()
+    kept = [False] * block.num_rows
+    rows: list[dict[str, Any]] | None = None
+    for index in candidates:
+        ray_id = ray_ids[index]
+        if ray_id is not None:
+            kept[index] = keep({SAMPLE_KEY_FIELD: ray_id})
+        else:
+            rows = rows if rows is not None else rows_of(block)
+            kept[index] = keep({k: v for k, v in rows[index].items() if v is not None})
+    return pa.array(kept, type=pa.bool_())
+
+
+def _runs(parts: list[pa.RecordBatch | list[bytes]]) -> list[tuple[pa.RecordBatch, ...] | list[bytes]]:
+    """``parts`` with consecutive record batches grouped (in a tuple), so that each group is worked on at once."""
+    runs: list[tuple[pa.RecordBatch, ...] | list[bytes]] = []
+    batches: list[pa.RecordBatch] = []
+    for part in parts:
+        if isinstance(part, list):
+            if batches:
+                runs.append(tuple(batches))
+                batches = []
+            runs.append(part)
+        else:
+            batches.append(part)
+    if batches:
+        runs.append(tuple(batches))
+    return runs
 
 
 class DeliveryService:

@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import signal
 
+import pyarrow as pa
+
 from edgeplane.config import Settings
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.delivery import DeliveryService
@@ -21,6 +23,9 @@ RECONCILE_SECONDS = 0.5
 
 async def run_delivery(settings: Settings, database_url: str, *, workers: int) -> None:
     """Delivers until SIGINT or SIGTERM."""
+    # Arrow's kernels run on the calling thread either way; its thread pools would only compete with the edge workers.
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
     database = Database(database_url)
     snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
     follower = asyncio.create_task(follow_configuration(database, snapshots))

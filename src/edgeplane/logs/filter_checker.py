@@ -141,7 +141,13 @@ def _convert(field: Field, value: Scalar, path: str, in_array: bool) -> str | in
         return _refuse_number(field, value, path, in_array, "an integer")
     # float
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer too large for a float
+            raise FilterError(path, f"a number out of range for field {field.name}") from None
+        if math.isfinite(number):
+            return number
+        raise FilterError(path, f"a number out of range for field {field.name}")
     if not in_array and _DECIMAL.fullmatch(value):
         number = float(value)
         if math.isfinite(number):

@@ -19,6 +19,7 @@ value as missing, so the predicate never raises for such a record.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -86,10 +87,16 @@ def _constant(value: Any, constants: list[Any]) -> str:
     """How the generated source refers to ``value``: numbers and booleans, which are not text, as their own literal
     (``repr`` of an ``int``, ``float`` or ``bool`` is a plain Python literal; a set of numbers becomes a set display,
     which Python folds into a frozenset constant); anything else, strings above all, as a bound closure variable."""
-    if isinstance(value, bool | int | float):
+    if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
         return repr(value)
-    if isinstance(value, frozenset) and all(
-        isinstance(item, int | float) and not isinstance(item, bool) for item in value
+    if (
+        isinstance(value, frozenset)
+        and all(
+            isinstance(item, int) or (isinstance(item, float) and math.isfinite(item))
+            for item in value
+            if not isinstance(item, bool)
+        )
+        and not any(isinstance(item, bool | str) for item in value)
     ):
         return "{" + ", ".join(repr(item) for item in sorted(value)) + "}"
     constants.append(value)

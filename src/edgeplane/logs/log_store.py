@@ -1,7 +1,9 @@
 """The log store: durable, append-only, segmented streams of log records between the edge and delivery.
 
-The edge appends records (opaque ``bytes``, one JSON object each, no newline inside) to a *dataset* stream
-(``http_requests``, ``firewall_events``); delivery reads each stream from a per-job *cursor*. ``LogStore`` is the
+The edge appends records to a *dataset* stream (``http_requests``, ``firewall_events``): as dictionaries
+(``append_rows``), which the store keeps in columns, or as opaque ``bytes`` (``append``: one JSON object each, no
+newline inside). Delivery reads each stream from a per-job *cursor*, as columns (``read_columns``) or as JSON lines
+(``read``, whatever form the records were stored in). ``LogStore`` is the
 interface; ``SegmentedLogStore`` is the single-machine implementation on files. A NATS JetStream stream (one stream
 per dataset, a durable consumer per job) fits the same interface; see ``docs/log-store.md``.
 
@@ -14,10 +16,14 @@ Layout on disk::
     <directory>/<dataset>/<first offset, 20 digits>.seg    segments, oldest first
     <directory>/<dataset>/cursors/<job id>.cursor          one file per job: its position, as decimal text
 
-A segment is a sequence of *blocks*, one per dataset per flush (large flushes are split): a 24-byte header (magic
-``EPLB``, payload length, record count, first offset, CRC32 of header and payload) then the records joined by
-``\\n``. A block is written with one ``write`` and is valid only when its CRC matches, so a write torn by a crash is
-recognised; opening the store for writing truncates the last segment after its last valid block.
+A segment is a sequence of *blocks*, one per dataset per flush (large flushes are split): a 24-byte header (magic,
+payload length, record count, first offset, CRC32 of header and payload) then the payload. With magic ``EPLB`` the
+payload is the records joined by ``\\n``; with ``EPLC`` it is an Arrow IPC stream of one record batch
+(``edgeplane.logs.record_columns``), written for records given to ``append_rows``: at most ``_ROWS_PER_BLOCK`` of
+them, converted on the flusher thread. Records that do not fit their dataset's schema are written as JSON lines
+instead, so nothing is refused for its shape. A block is written with one ``write`` and is valid only when its CRC
+matches, so a write torn by a crash is recognised; opening the store for writing truncates the last segment after
+its last valid block.
 
 Durability contract of ``append``:
 
@@ -57,17 +63,26 @@ import re
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
+
+import orjson
+import pyarrow as pa
+from isal.isal_zlib import crc32  # the same CRC-32 as zlib's, many times faster on large blocks
+
+from edgeplane.logs.record_columns import decode_block, encode_rows, lines_of
 
 SEGMENT_SUFFIX: Final = ".seg"
 CURSOR_SUFFIX: Final = ".cursor"
 OFFSET_DIGITS: Final = 20
 
 _MAGIC: Final = b"EPLB"
+_MAGIC_COLUMNS: Final = b"EPLC"
+_MAGICS: Final = (_MAGIC, _MAGIC_COLUMNS)
+_ROWS_PER_BLOCK: Final = 8192
+_ROW_BYTES: Final = 512  # what a record given as a dictionary counts for in the buffer bound, before it is encoded
 # magic, payload length, record count, first offset; then the CRC32 of these 20 bytes and the payload.
 _HEADER: Final = struct.Struct("<4sIIQ")
 _CRC: Final = struct.Struct("<I")
@@ -132,6 +147,17 @@ class Batch:
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnBatch:
+    """Records read from one dataset in the form they are stored: ``parts`` in order, each an Arrow record batch
+    (records kept in columns) or a list of JSON lines (records appended as bytes, or not fitting the schema).
+    Together they hold the records from ``position`` to ``next_position``; an empty batch means none is available."""
+
+    parts: list[pa.RecordBatch | list[bytes]]
+    position: int
+    next_position: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogStoreStats:
     """Counters since the store was opened, for metrics."""
 
@@ -154,6 +180,11 @@ class LogStore(Protocol):
         or an invalid dataset name."""
         ...
 
+    def append_rows(self, dataset: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Like ``append``, for records given as dictionaries of JSON values, which the store keeps in columns.
+        The dictionaries must not be changed after the call."""
+        ...
+
     def end_position(self, dataset: str) -> int:
         """The position of the next record to become readable."""
         ...
@@ -166,6 +197,12 @@ class LogStore(Protocol):
         """Up to ``max_records`` readable records from ``position`` (at least one when any is readable, even if it
         alone exceeds ``max_bytes``). Raises ``PositionLostError`` when ``position`` was deleted by retention and
         ``PositionAheadError`` when it is after ``end_position``."""
+        ...
+
+    def read_columns(
+        self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20
+    ) -> ColumnBatch:
+        """Like ``read``, with the records in the form they are stored (see ``ColumnBatch``)."""
         ...
 
     def load_cursor(self, dataset: str, job_id: int) -> int | None:
@@ -208,7 +245,7 @@ class _Stream:
     name: str
     path: Path
     published: _Published
-    pending: list[bytes] = field(default_factory=list)
+    pending: list[bytes | dict[str, Any]] = field(default_factory=list)
     pending_bytes: int = 0
     fd: int = -1
     unsynced: bool = False
@@ -220,6 +257,7 @@ class _Block:
     first: int
     count: int
     payload_length: int
+    columns: bool = False
 
     @property
     def end_byte(self) -> int:
@@ -298,6 +336,14 @@ class SegmentedLogStore:
             if b"\n" in record:
                 raise ValueError("a log record must not contain a newline")
             size += len(record)
+        self._accept(dataset, records, size)
+
+    def append_rows(self, dataset: str, rows: Sequence[dict[str, Any]]) -> None:
+        """See ``LogStore.append_rows``."""
+        if rows:
+            self._accept(dataset, rows, len(rows) * _ROW_BYTES)
+
+    def _accept(self, dataset: str, records: Sequence[bytes] | Sequence[dict[str, Any]], size: int) -> None:
         stream = self._streams.get(dataset) or self._writable_stream(dataset)
         with self._lock:
             if self._closed:
@@ -375,15 +421,33 @@ class SegmentedLogStore:
 
     def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
         """See ``LogStore.read``. Also raises ``CorruptSegmentError`` for a damaged block before the end."""
+        parts, next_position = self._read_parts(dataset, position, max_records, max_bytes, columns=False)
+        records: list[bytes] = []
+        for part in parts:
+            records.extend(part)  # only lists of lines without columns=True
+        return Batch(records, position, next_position)
+
+    def read_columns(
+        self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20
+    ) -> ColumnBatch:
+        """See ``LogStore.read_columns``. A block kept in columns counts towards ``max_bytes`` by its encoded size,
+        shared equally among its records."""
+        parts, next_position = self._read_parts(dataset, position, max_records, max_bytes, columns=True)
+        return ColumnBatch(parts, position, next_position)
+
+    def _read_parts(
+        self, dataset: str, position: int, max_records: int, max_bytes: int, *, columns: bool
+    ) -> tuple[list[pa.RecordBatch | list[bytes]], int]:
         published = self._published(dataset)
         if position > published.end:
             raise PositionAheadError(dataset, position, published.end)
         if position == published.end or max_records <= 0:
-            return Batch([], position, position)
+            return [], position
         segments = published.segments
         if not segments or position < segments[0]:
             raise PositionLostError(dataset, position, segments[0] if segments else published.end)
-        records: list[bytes] = []
+        parts: list[pa.RecordBatch | list[bytes]] = []
+        taken = 0
         taken_bytes = 0
         hint = self._read_hints.pop((dataset, position), None)
         index = bisect.bisect_right(segments, position) - 1
@@ -392,49 +456,68 @@ class SegmentedLogStore:
             start_byte = hint[1].position
         next_position = position
         last_block: tuple[int, _Block] | None = None
-        while index < len(segments) and len(records) < max_records and taken_bytes < max_bytes:
+        while index < len(segments) and taken < max_records and taken_bytes < max_bytes:
             base = segments[index]
             limit = published.last_size if index == len(segments) - 1 else None
             try:
                 blocks, stopped_at = self._read_segment(
-                    dataset, base, start_byte, limit, next_position, max_records - len(records), max_bytes - taken_bytes
+                    dataset, base, start_byte, limit, next_position, max_records - taken, max_bytes - taken_bytes
                 )
             except FileNotFoundError:
                 # retention deleted the segment between our snapshot and the read
-                if records:
+                if parts:
                     break
                 oldest = self.oldest_position(dataset)
                 if oldest > position:
                     raise PositionLostError(dataset, position, oldest) from None
-                return self.read(dataset, position, max_records, max_bytes)
+                return self._read_parts(dataset, position, max_records, max_bytes, columns=columns)
             for block, payload in blocks:
-                lines = payload.split(b"\n")
-                if len(lines) != block.count:
-                    raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
                 skip = next_position - block.first
-                if skip:
-                    lines = lines[skip:]
-                room = max_records - len(records)
-                if len(lines) > room:
-                    lines = lines[:room]
-                block_bytes = sum(map(len, lines))
-                cut = False
-                if taken_bytes + block_bytes > max_bytes:
-                    kept = 0
-                    for line in lines:
-                        if taken_bytes + len(line) > max_bytes and (records or kept):
-                            break
-                        taken_bytes += len(line)
-                        kept += 1
-                    cut = kept < len(lines)
-                    lines = lines[:kept]
+                room = max_records - taken
+                if block.columns and columns:
+                    batch = _decoded(dataset, block, payload)
+                    share = block.payload_length / block.count
+                    wanted = min(block.count - skip, room)
+                    kept = min(wanted, max(int((max_bytes - taken_bytes) // share), 0 if taken else 1))
+                    cut = kept < wanted
+                    taken_bytes += round(kept * share)
+                    if kept:
+                        parts.append(batch.slice(skip, kept))
                 else:
-                    taken_bytes += block_bytes
-                records.extend(lines)
-                next_position += len(lines)
+                    if block.columns:
+                        lines = lines_of(_decoded(dataset, block, payload))
+                    else:
+                        lines = payload.split(b"\n")
+                        if len(lines) != block.count:
+                            raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
+                    if skip:
+                        lines = lines[skip:]
+                    if len(lines) > room:
+                        lines = lines[:room]
+                    block_bytes = sum(map(len, lines))
+                    cut = False
+                    if taken_bytes + block_bytes > max_bytes:
+                        kept = 0
+                        for line in lines:
+                            if taken_bytes + len(line) > max_bytes and (taken or kept):
+                                break
+                            taken_bytes += len(line)
+                            kept += 1
+                        cut = kept < len(lines)
+                        lines = lines[:kept]
+                    else:
+                        taken_bytes += block_bytes
+                    kept = len(lines)
+                    if lines:
+                        if parts and isinstance(parts[-1], list):
+                            parts[-1].extend(lines)
+                        else:
+                            parts.append(lines)
+                taken += kept
+                next_position += kept
                 last_block = (base, block)
                 # A block cut short by the byte limit ends the read: the next block starts after records not taken.
-                if cut or len(records) >= max_records or taken_bytes >= max_bytes:
+                if cut or taken >= max_records or taken_bytes >= max_bytes:
                     break
             else:
                 if stopped_at is not None:
@@ -449,7 +532,7 @@ class SegmentedLogStore:
         elif last_block is not None:
             after = last_block[1]
             self._remember(dataset, next_position, (last_block[0], _Block(after.end_byte, next_position, 0, 0)))
-        return Batch(records, position, next_position)
+        return parts, next_position
 
     def _remember(self, dataset: str, position: int, hint: tuple[int, _Block]) -> None:
         if len(self._read_hints) > 256:
@@ -489,7 +572,7 @@ class SegmentedLogStore:
                 header_at = byte - buffer_start
                 magic, length, count, first = _HEADER.unpack_from(buffer, header_at)
                 end = byte + HEADER_BYTES + length
-                if magic != _MAGIC or end > size:
+                if magic not in _MAGICS or end > size:
                     if limit is None and not self.writable:
                         break  # a block still being written by the writer process
                     raise CorruptSegmentError(f"{dataset}: damaged block in segment {base} at byte {byte}")
@@ -506,11 +589,11 @@ class SegmentedLogStore:
                 payload_at = header_at + HEADER_BYTES
                 payload = buffer[payload_at : payload_at + length]
                 (crc,) = _CRC.unpack_from(buffer, header_at + _HEADER.size)
-                if zlib.crc32(payload, zlib.crc32(buffer[header_at : header_at + _HEADER.size])) != crc:
+                if crc32(payload, crc32(buffer[header_at : header_at + _HEADER.size])) != crc:
                     if limit is None and not self.writable:
                         break
                     raise CorruptSegmentError(f"{dataset}: block at offset {first} of segment {base} fails its CRC")
-                found.append((_Block(byte, first, count, length), payload))
+                found.append((_Block(byte, first, count, length, magic == _MAGIC_COLUMNS), payload))
                 taken += first + count - max(first, position)
                 taken_bytes += length
                 byte = end
@@ -537,7 +620,7 @@ class SegmentedLogStore:
         known = self._views.get(dataset)
         start, expected = (known.last_size, known.end) if known and known.segments[-1] == last else (0, last)
         try:
-            blocks, valid_size = _scan_blocks(path / _segment_name(last), expected, start)
+            blocks, valid_size = _scan_headers(path / _segment_name(last), expected, start)
         except FileNotFoundError:
             return self._discover(dataset)  # deleted by retention meanwhile: look again
         end = blocks[-1].first + blocks[-1].count if blocks else expected
@@ -689,11 +772,11 @@ class SegmentedLogStore:
             for stream, _ in work:
                 stream.pending = []
                 stream.pending_bytes = 0
-        unwritten: list[tuple[_Stream, list[bytes]]] = []
+        unwritten: list[tuple[_Stream, list[bytes | dict[str, Any]]]] = []
         written_bytes = 0
         for stream, records in work:
             written, error = self._write(stream, records)
-            written_bytes += sum(map(len, records[:written])) + written
+            written_bytes += sum(map(_pending_size, records[:written]))
             if error is not None:
                 unwritten.append((stream, records[written:]))
                 self._last_write_error = f"{stream.name}: {error}"
@@ -701,7 +784,7 @@ class SegmentedLogStore:
             for stream, records in unwritten:
                 # keep them, ahead of what was appended meanwhile, and try again at the next flush
                 stream.pending[:0] = records
-                stream.pending_bytes += sum(map(len, records)) + len(records)
+                stream.pending_bytes += sum(map(_pending_size, records))
             self._buffered -= written_bytes
             self._counters["write_errors"] += len(unwritten)
             if work:
@@ -710,42 +793,78 @@ class SegmentedLogStore:
                 self._flushed_generation = generation
             self._flushed.notify_all()
 
-    def _write(self, stream: _Stream, records: list[bytes]) -> tuple[int, OSError | None]:
-        """Write ``records`` as blocks after the stream's end, rolling segments as needed, publishing each write.
-        Returns how many records were written, and the error that stopped it, if any."""
-        written = 0
+    def _write(self, stream: _Stream, records: list[bytes | dict[str, Any]]) -> tuple[int, OSError | None]:
+        """Write ``records`` as blocks after the stream's end, rolling segments as needed, publishing each write:
+        runs of bytes as blocks of lines, runs of dictionaries as blocks of columns (or, when they do not fit the
+        schema, as lines). Returns how many records were written, and the error that stopped it, if any."""
+        start = stream.published.end
         with self._write_lock:
             try:
                 if os.fstat(stream.fd).st_size != stream.published.last_size:
                     # a write that failed half way left bytes after the last good block
                     os.ftruncate(stream.fd, stream.published.last_size)
-                while written < len(records):
-                    published = stream.published
-                    room = self.segment_bytes - published.last_size - HEADER_BYTES
-                    if published.last_size and len(records[written]) > room:
-                        self._roll(stream)
-                        published = stream.published
-                    size, offset = published.last_size, published.end
-                    blocks: list[bytes] = []
-                    index = written
-                    while index < len(records):
-                        budget = min(_MAX_BLOCK_PAYLOAD, self.segment_bytes - size - HEADER_BYTES)
-                        if size and len(records[index]) > budget:
-                            break  # the next segment takes it; a record larger than a segment gets one of its own
-                        take = _fit(records, index, budget)
-                        payload = b"\n".join(records[index : index + take])
-                        header = _HEADER.pack(_MAGIC, len(payload), take, offset)
-                        blocks.append(header + _CRC.pack(zlib.crc32(payload, zlib.crc32(header))) + payload)
-                        size += HEADER_BYTES + len(payload)
-                        offset += take
-                        index += take
-                    _write_all(stream.fd, b"".join(blocks))
-                    stream.unsynced = True
-                    stream.published = _Published(published.segments, size, offset)
-                    written = index
+                index = 0
+                while index < len(records):
+                    rows = isinstance(records[index], dict)
+                    end = index + 1
+                    while end < len(records) and isinstance(records[end], dict) == rows:
+                        if rows and end - index >= _ROWS_PER_BLOCK:
+                            break
+                        end += 1
+                    if not rows:
+                        self._write_lines(stream, records[index:end])  # type: ignore[arg-type]  # a run of bytes
+                    else:
+                        run: list[dict[str, Any]] = records[index:end]  # type: ignore[assignment]  # dictionaries
+                        payload = encode_rows(stream.name, run)
+                        if payload is None:
+                            self._write_lines(stream, [_json_line(row) for row in run])
+                        else:
+                            self._write_block(stream, payload, len(run))
+                    index = end
             except OSError as error:
-                return written, error
-        return written, None
+                return stream.published.end - start, error
+        return len(records), None
+
+    def _write_block(self, stream: _Stream, payload: bytes, count: int) -> None:
+        """Write one block of records kept in columns (``count`` of them), after a roll if the segment is full."""
+        if stream.published.last_size and len(payload) > self.segment_bytes - stream.published.last_size - HEADER_BYTES:
+            self._roll(stream)
+        published = stream.published
+        header = _HEADER.pack(_MAGIC_COLUMNS, len(payload), count, published.end)
+        _write_all(stream.fd, header + _CRC.pack(crc32(payload, crc32(header))) + payload)
+        stream.unsynced = True
+        stream.published = _Published(
+            published.segments, published.last_size + HEADER_BYTES + len(payload), published.end + count
+        )
+
+    def _write_lines(self, stream: _Stream, records: Sequence[bytes]) -> None:
+        """Write ``records`` as blocks of lines, rolling segments as needed; each write is published as it lands,
+        so that after an ``OSError`` the stream's end says how many were written."""
+        written = 0
+        while written < len(records):
+            published = stream.published
+            room = self.segment_bytes - published.last_size - HEADER_BYTES
+            if published.last_size and len(records[written]) > room:
+                self._roll(stream)
+                published = stream.published
+            size, offset = published.last_size, published.end
+            blocks: list[bytes] = []
+            index = written
+            while index < len(records):
+                budget = min(_MAX_BLOCK_PAYLOAD, self.segment_bytes - size - HEADER_BYTES)
+                if size and len(records[index]) > budget:
+                    break  # the next segment takes it; a record larger than a segment gets one of its own
+                take = _fit(records, index, budget)
+                payload = b"\n".join(records[index : index + take])
+                header = _HEADER.pack(_MAGIC, len(payload), take, offset)
+                blocks.append(header + _CRC.pack(crc32(payload, crc32(header))) + payload)
+                size += HEADER_BYTES + len(payload)
+                offset += take
+                index += take
+            _write_all(stream.fd, b"".join(blocks))
+            stream.unsynced = True
+            stream.published = _Published(published.segments, size, offset)
+            written = index
 
     def _roll(self, stream: _Stream) -> None:
         """Start a new segment at the stream's end; the full one is synced first."""
@@ -809,7 +928,32 @@ class SegmentedLogStore:
                 self._counters["deleted"] += len(doomed)
 
 
-def _fit(records: list[bytes], index: int, budget: int) -> int:
+def _json_line(row: dict[str, Any]) -> bytes:
+    """A record that does not fit its schema, as a JSON line; values JSON cannot hold are written as text."""
+    try:
+        return orjson.dumps(row, default=str)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, a key that is not a string
+        return orjson.dumps({str(key): value if isinstance(value, str) else str(value) for key, value in row.items()})
+
+
+def _pending_size(record: bytes | dict[str, Any]) -> int:
+    """What a pending record counts for in the buffer bound (as ``append`` and ``append_rows`` counted it)."""
+    return len(record) + 1 if isinstance(record, bytes) else _ROW_BYTES
+
+
+def _decoded(dataset: str, block: _Block, payload: bytes) -> pa.RecordBatch:
+    """The record batch of a block kept in columns; ``CorruptSegmentError`` when it is not one of ``count`` records
+    (its CRC matched, so the writer wrote it so: a bug, not a torn write)."""
+    try:
+        batch = decode_block(payload)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise CorruptSegmentError(f"{dataset}: block at offset {block.first} is not a record batch: {error}") from None
+    if batch.num_rows != block.count:
+        raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
+    return batch
+
+
+def _fit(records: Sequence[bytes], index: int, budget: int) -> int:
     """How many records from ``index`` fit in a payload of ``budget`` bytes; always at least one."""
     length = len(records[index])
     end = index + 1
@@ -833,15 +977,38 @@ def _scan_blocks(path: Path, expected: int, start: int = 0) -> tuple[list[_Block
     while byte + HEADER_BYTES <= len(data):
         magic, length, count, first = _HEADER.unpack_from(data, byte)
         end = byte + HEADER_BYTES + length
-        if magic != _MAGIC or first != expected or count == 0 or end > len(data):
+        if magic not in _MAGICS or first != expected or count == 0 or end > len(data):
             break
         (crc,) = _CRC.unpack_from(data, byte + _HEADER.size)
-        if zlib.crc32(data[byte + HEADER_BYTES : end], zlib.crc32(data[byte : byte + _HEADER.size])) != crc:
+        if crc32(data[byte + HEADER_BYTES : end], crc32(data[byte : byte + _HEADER.size])) != crc:
             break
-        blocks.append(_Block(start + byte, first, count, length))
+        blocks.append(_Block(start + byte, first, count, length, magic == _MAGIC_COLUMNS))
         expected = first + count
         byte = end
     return blocks, start + byte
+
+
+def _scan_headers(path: Path, expected: int, start: int = 0) -> tuple[list[_Block], int]:
+    """Like ``_scan_blocks``, from the headers alone: the blocks that are complete on disk, their payloads neither
+    read nor checked (``read`` checks each block's CRC when it reads it). A reader following a growing stream uses
+    it, so that it reads each byte once rather than twice."""
+    blocks: list[_Block] = []
+    with open(path, "rb", buffering=0) as file:
+        descriptor = file.fileno()
+        size = os.fstat(descriptor).st_size
+        byte = start
+        while byte + HEADER_BYTES <= size:
+            header = os.pread(descriptor, _HEADER.size, byte)
+            if len(header) < _HEADER.size:
+                break
+            magic, length, count, first = _HEADER.unpack(header)
+            end = byte + HEADER_BYTES + length
+            if magic not in _MAGICS or first != expected or count == 0 or end > size:
+                break
+            blocks.append(_Block(byte, first, count, length, magic == _MAGIC_COLUMNS))
+            expected = first + count
+            byte = end
+    return blocks, byte
 
 
 def _list_segments(path: Path) -> list[int]:

@@ -167,6 +167,11 @@ def _generate(fields: tuple[str, ...], dataset: Dataset, timestamp_format: str, 
     return namespace["_factory"](convert, *fields)
 
 
+def timestamp_converter(timestamp_format: str) -> Callable[[Any], Any] | None:
+    """How a timestamp value (Unix nanoseconds) is written for ``timestamp_format``; ``None`` for as it is."""
+    return _TIMESTAMP_CONVERTERS[timestamp_format]
+
+
 def _is_timestamp(dataset: Dataset, name: str) -> bool:
     field = dataset.field(name)
     return field is not None and field.type == "timestamp"
