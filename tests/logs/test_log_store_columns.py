@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgeplane.logs.log_store import ColumnBatch, SegmentedLogStore
-from edgeplane.logs.record_columns import lines_of, rows_of
+from edgeplane.logs import log_store
+from edgeplane.logs.log_store import ColumnBatch, LogStoreFullError, SegmentedLogStore
+from edgeplane.logs.record_columns import decode_block, encode_rows, lines_of, rows_of
 
 HTTP = "http_requests"
 
@@ -161,3 +164,90 @@ def test_bounded_column_reads_return_every_record_once(
             store.flush()
         assert read_all_columns(store, 0, max_records=max_records, max_bytes=max_bytes) == expected
         assert [orjson.loads(line) for line in store.read(HTTP, 0, max_records=10_000).records] == expected
+
+
+# -- faults (found in review) ---------------------------------------------------------------------------------------
+
+
+def test_a_record_no_encoder_takes_is_kept_and_the_flusher_survives(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        store.append_rows(HTTP, [{"RayID": "a"}, {"RayID": "b", "ClientRequestPath": "/\udc80"}])  # a lone surrogate
+        assert store.flush(timeout=5)
+        store.append_rows(HTTP, [{"RayID": "c"}])
+        assert store.flush(timeout=5)
+        lines = store.read(HTTP, 0).records
+    assert [orjson.loads(line)["RayID"] for line in lines] == ["a", "b", "c"]
+    assert orjson.loads(lines[1])["ClientRequestPath"] == "/\\udc80"
+
+
+def test_values_of_another_type_are_kept_as_written() -> None:
+    for row in ({"EdgeResponseStatus": 1.5}, {"BotTags": "abc"}, {"EdgeResponseCompressionRatio": 1}):
+        assert encode_rows(HTTP, [row]) is None, row
+    payload = encode_rows(HTTP, [{"BotTags": []}, {"RayID": "a"}])
+    assert payload is not None
+    assert lines_of(decode_block(payload)) == [b'{"BotTags":[]}', b'{"RayID":"a"}']
+
+
+def test_the_buffer_bound_counts_what_rows_hold(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path, max_buffer_bytes=1 << 20, flush_interval=3600, flush_bytes=1 << 30) as store:
+        big = {"RayID": "a", "ClientRequestUserAgent": "x" * 16_000}
+        accepted = 0
+        for _ in range(1000):
+            try:
+                store.append_rows(HTTP, [big])
+            except LogStoreFullError:
+                break
+            accepted += 1
+        assert 50 <= accepted <= 70  # 1 MiB of 16 kB records, not 1 MiB of 512-byte guesses
+        assert store.stats().buffered_bytes <= 1 << 20
+
+
+def test_a_reader_recovers_from_a_torn_tail_once_the_writer_cut_it(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        for start in (0, 10, 20):
+            store.append_rows(HTTP, rows(start, 10))
+            store.flush()
+    segment = next((tmp_path / HTTP).glob("*.seg"))
+    with open(segment, "r+b") as file:  # complete in size, garbage inside: what a power loss can leave
+        file.seek(segment.stat().st_size - 50)
+        file.write(b"\0" * 50)
+    reader = SegmentedLogStore(tmp_path, writable=False)
+    assert read_all_columns(reader) == rows(0, 20)  # stops before the bad block, no error
+    with SegmentedLogStore(tmp_path) as writer:
+        assert writer.end_position(HTTP) == 20
+        writer.append_rows(HTTP, rows(20, 15))
+        writer.flush()
+        assert read_all_columns(reader, 20) == rows(20, 15)
+        assert reader.end_position(HTTP) == 35
+
+
+def test_a_roll_that_failed_half_way_is_finished_before_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = log_store._sync_directory
+    failures = [OSError(errno.EIO, "injected")]
+
+    def sync_directory(path: Path) -> None:
+        if failures:
+            raise failures.pop()
+        real(path)
+
+    with SegmentedLogStore(tmp_path, segment_bytes=1000, flush_interval=3600) as store:
+        store.append(
+            HTTP, [orjson.dumps({"RayID": f"line{i}", "ClientRequestPath": "/" + "x" * 100}) for i in range(5)]
+        )
+        assert store.flush(timeout=5)
+        monkeypatch.setattr(log_store, "_sync_directory", sync_directory)
+        store.append_rows(HTTP, [{"RayID": "row0", "EdgeResponseStatus": 200}])  # a column block: needs a roll
+        store._wake.set()  # one flush attempt, which fails in the roll; the record waits
+        deadline = time.monotonic() + 5
+        while store.stats().write_errors == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.stats().write_errors == 1
+        store.append_rows(HTTP, [{"RayID": "row1", "NotAField": 1}])  # a line, which would fit the old segment
+        assert store.flush(timeout=5)
+    reader = SegmentedLogStore(tmp_path, writable=False)
+    assert reader.end_position(HTTP) == 7
+    assert [orjson.loads(line)["RayID"] for line in reader.read(HTTP, 0).records][5:] == ["row0", "row1"]
+    with SegmentedLogStore(tmp_path) as again:
+        assert again.end_position(HTTP) == 7

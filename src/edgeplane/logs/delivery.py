@@ -359,6 +359,11 @@ class DeliveryService:
         wanted = {job["id"]: job for job in snapshot.logpush_jobs if job["enabled"]}
         for job_id in list(self._running):
             job, task = self._running[job_id]
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                # a delivery that stopped on an error (a damaged segment, say): say why, then start it again
+                error = task.exception()
+                log.error("Logpush job stopped; restarting it", job=job_id, error=f"{type(error).__name__}: {error}")
+                self._status.failed(job_id, datetime.now(UTC), f"delivery stopped: {error}")
             if wanted.get(job_id) != job or task.done():
                 task.cancel()
                 del self._running[job_id]

@@ -82,7 +82,7 @@ _MAGIC: Final = b"EPLB"
 _MAGIC_COLUMNS: Final = b"EPLC"
 _MAGICS: Final = (_MAGIC, _MAGIC_COLUMNS)
 _ROWS_PER_BLOCK: Final = 8192
-_ROW_BYTES: Final = 512  # what a record given as a dictionary counts for in the buffer bound, before it is encoded
+_ROW_BYTES: Final = 256  # a dictionary's overhead in the buffer bound, on top of its strings (``_row_size``)
 # magic, payload length, record count, first offset; then the CRC32 of these 20 bytes and the payload.
 _HEADER: Final = struct.Struct("<4sIIQ")
 _CRC: Final = struct.Struct("<I")
@@ -249,6 +249,7 @@ class _Stream:
     pending_bytes: int = 0
     fd: int = -1
     unsynced: bool = False
+    roll_due: bool = False  # a roll failed half way: the next write finishes it first
 
 
 @dataclass(slots=True)
@@ -313,6 +314,7 @@ class SegmentedLogStore:
         # where the last reads ended, so that sequential reads do not rescan a segment: (dataset, offset) -> block
         self._read_hints: dict[tuple[str, int], tuple[int, _Block]] = {}
         self._views: dict[str, _Published] = {}  # read-only: what was seen on disk last time
+        self._verify: set[str] = set()  # read-only: datasets whose last segment is to be rescanned with CRCs
         self.directory.mkdir(parents=True, exist_ok=True)
         if writable:
             names = {e.name for e in self.directory.iterdir() if e.is_dir() and _DATASET_NAME.fullmatch(e.name)}
@@ -341,7 +343,7 @@ class SegmentedLogStore:
     def append_rows(self, dataset: str, rows: Sequence[dict[str, Any]]) -> None:
         """See ``LogStore.append_rows``."""
         if rows:
-            self._accept(dataset, rows, len(rows) * _ROW_BYTES)
+            self._accept(dataset, rows, sum(map(_row_size, rows)))
 
     def _accept(self, dataset: str, records: Sequence[bytes] | Sequence[dict[str, Any]], size: int) -> None:
         stream = self._streams.get(dataset) or self._writable_stream(dataset)
@@ -449,7 +451,7 @@ class SegmentedLogStore:
         parts: list[pa.RecordBatch | list[bytes]] = []
         taken = 0
         taken_bytes = 0
-        hint = self._read_hints.pop((dataset, position), None)
+        hint = self._read_hints.get((dataset, position))  # kept: another job may read from the same position
         index = bisect.bisect_right(segments, position) - 1
         start_byte = 0
         if hint is not None and hint[0] == segments[index]:
@@ -473,6 +475,8 @@ class SegmentedLogStore:
                 return self._read_parts(dataset, position, max_records, max_bytes, columns=columns)
             for block, payload in blocks:
                 skip = next_position - block.first
+                if skip < 0:
+                    raise CorruptSegmentError(f"{dataset}: records {next_position} to {block.first} are missing")
                 room = max_records - taken
                 if block.columns and columns:
                     batch = _decoded(dataset, block, payload)
@@ -573,8 +577,9 @@ class SegmentedLogStore:
                 magic, length, count, first = _HEADER.unpack_from(buffer, header_at)
                 end = byte + HEADER_BYTES + length
                 if magic not in _MAGICS or end > size:
-                    if limit is None and not self.writable:
-                        break  # a block still being written by the writer process
+                    if not self.writable:
+                        self._doubt(dataset, limit)
+                        break  # a block still being written by the writer process, or a torn tail it will cut
                     raise CorruptSegmentError(f"{dataset}: damaged block in segment {base} at byte {byte}")
                 if first + count <= position:
                     byte = end  # skip the payload unread
@@ -590,7 +595,8 @@ class SegmentedLogStore:
                 payload = buffer[payload_at : payload_at + length]
                 (crc,) = _CRC.unpack_from(buffer, header_at + _HEADER.size)
                 if crc32(payload, crc32(buffer[header_at : header_at + _HEADER.size])) != crc:
-                    if limit is None and not self.writable:
+                    if not self.writable:
+                        self._doubt(dataset, limit)
                         break
                     raise CorruptSegmentError(f"{dataset}: block at offset {first} of segment {base} fails its CRC")
                 found.append((_Block(byte, first, count, length, magic == _MAGIC_COLUMNS), payload))
@@ -599,6 +605,14 @@ class SegmentedLogStore:
                 byte = end
         stopped_at = byte if taken_bytes >= max_bytes and taken < max_records and byte < size else None
         return found, stopped_at
+
+    def _doubt(self, dataset: str, limit: int | None) -> None:
+        """A read-only reader met a bad block inside what it believed complete (a torn tail left by a crash, which
+        the writer truncates when it restarts): the next look at the stream rescans its last segment, checking every
+        block's CRC."""
+        if limit is not None:
+            self._views.pop(dataset, None)
+            self._verify.add(dataset)
 
     def _published(self, dataset: str) -> _Published:
         stream = self._streams.get(dataset)
@@ -619,8 +633,12 @@ class SegmentedLogStore:
         last = segments[-1]
         known = self._views.get(dataset)
         start, expected = (known.last_size, known.end) if known and known.segments[-1] == last else (0, last)
+        scan = _scan_headers
+        if dataset in self._verify:
+            self._verify.discard(dataset)
+            scan, start, expected = _scan_blocks, 0, last
         try:
-            blocks, valid_size = _scan_headers(path / _segment_name(last), expected, start)
+            blocks, valid_size = scan(path / _segment_name(last), expected, start)
         except FileNotFoundError:
             return self._discover(dataset)  # deleted by retention meanwhile: look again
         end = blocks[-1].first + blocks[-1].count if blocks else expected
@@ -744,7 +762,12 @@ class SegmentedLogStore:
             self._wake.clear()
             with self._lock:
                 closing = self._closed
-            self._flush_pending()
+            try:
+                self._flush_pending()
+            except Exception as error:  # a bug, not the disk: count it and keep the thread (and the store) alive
+                with self._lock:
+                    self._counters["write_errors"] += 1
+                self._last_write_error = f"flush: {type(error).__name__}: {error}"
             now = time.monotonic()
             if closing or now >= next_sync:
                 try:
@@ -800,6 +823,8 @@ class SegmentedLogStore:
         start = stream.published.end
         with self._write_lock:
             try:
+                if stream.roll_due:
+                    self._roll(stream)
                 if os.fstat(stream.fd).st_size != stream.published.last_size:
                     # a write that failed half way left bytes after the last good block
                     os.ftruncate(stream.fd, stream.published.last_size)
@@ -815,7 +840,10 @@ class SegmentedLogStore:
                         self._write_lines(stream, records[index:end])  # type: ignore[arg-type]  # a run of bytes
                     else:
                         run: list[dict[str, Any]] = records[index:end]  # type: ignore[assignment]  # dictionaries
-                        payload = encode_rows(stream.name, run)
+                        try:
+                            payload = encode_rows(stream.name, run)
+                        except Exception:  # any surprise in the conversion: the records go out as lines
+                            payload = None
                         if payload is None:
                             self._write_lines(stream, [_json_line(row) for row in run])
                         else:
@@ -869,13 +897,17 @@ class SegmentedLogStore:
     def _roll(self, stream: _Stream) -> None:
         """Start a new segment at the stream's end; the full one is synced first."""
         published = stream.published
+        stream.roll_due = True  # once the new file may exist, no record may go into the old segment
         os.fsync(stream.fd)
         _create_segment(stream.path, published.end)
         descriptor = os.open(stream.path / _segment_name(published.end), os.O_WRONLY | os.O_APPEND)
-        os.close(stream.fd)
-        stream.fd = descriptor
+        old, stream.fd = stream.fd, descriptor
+        with contextlib.suppress(OSError):
+            os.close(old)
         stream.unsynced = False
-        stream.published = _Published((*published.segments, published.end), 0, published.end)
+        stream.roll_due = False
+        if published.segments[-1] != published.end:
+            stream.published = _Published((*published.segments, published.end), 0, published.end)
 
     def _sync_all(self) -> None:
         with self._write_lock:
@@ -932,13 +964,25 @@ def _json_line(row: dict[str, Any]) -> bytes:
     """A record that does not fit its schema, as a JSON line; values JSON cannot hold are written as text."""
     try:
         return orjson.dumps(row, default=str)
-    except orjson.JSONEncodeError:  # an integer beyond 64 bits, a key that is not a string
-        return orjson.dumps({str(key): value if isinstance(value, str) else str(value) for key, value in row.items()})
+    except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a non-string key, a lone surrogate
+        return orjson.dumps({_safe_text(key): _safe_text(value) for key, value in row.items()})
+
+
+def _safe_text(value: object) -> str:
+    """``value`` as text JSON can hold: a lone surrogate becomes its escape sequence; valid text is unchanged."""
+    text = value if isinstance(value, str) else str(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _pending_size(record: bytes | dict[str, Any]) -> int:
     """What a pending record counts for in the buffer bound (as ``append`` and ``append_rows`` counted it)."""
-    return len(record) + 1 if isinstance(record, bytes) else _ROW_BYTES
+    return len(record) + 1 if isinstance(record, bytes) else _row_size(record)
+
+
+def _row_size(row: dict[str, Any]) -> int:
+    """What a record given as a dictionary counts for in the buffer bound: a fixed share for its numbers and keys,
+    plus its strings' lengths (a request's headers can make a record large)."""
+    return _ROW_BYTES + sum([len(value) for value in row.values() if type(value) is str])
 
 
 def _decoded(dataset: str, block: _Block, payload: bytes) -> pa.RecordBatch:

@@ -43,6 +43,7 @@ _ARROW_TYPES: Final[dict[str, pa.DataType]] = {
     "array_string": pa.list_(pa.string()),
     "object": pa.string(),
 }
+_EMPTY_TYPES: Final = (pa.null(), pa.list_(pa.null()))  # all nulls, or only empty lists: no type to contradict
 _CONVERSION_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
 
 
@@ -85,7 +86,12 @@ def encode_rows(dataset_name: str, rows: Sequence[Mapping[str, Any]]) -> bytes |
                 values = [row.get(name) for row in rows]
                 if field.metadata == _JSON_METADATA:
                     values = [None if value is None else orjson.dumps(value).decode() for value in values]
-                arrays.append(pa.array(values, type=field.type))
+                array = pa.array(values)  # inferred: a conversion to the field's type would coerce 1.5 to 1
+                if not array.type.equals(field.type):
+                    if array.type not in _EMPTY_TYPES:
+                        return None
+                    array = array.cast(field.type)
+                arrays.append(array)
             batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
     except _CONVERSION_ERRORS:
         return None
