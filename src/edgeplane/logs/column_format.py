@@ -14,8 +14,8 @@ The bytes are exactly those of the per-record encoder (a property test holds the
   ``rfc3339`` formats the whole second in UTC);
 - floats and arrays (rare in records, and with text forms Arrow writes differently from ``orjson``) value by value
   with ``orjson``; objects, stored as their JSON text, as they are;
-- a column missing from the block, or of a type its field does not have, is written as the per-record encoder
-  would write its values.
+- a column missing from the block, or holding only nulls, is a constant ``null`` folded into the text around it; one
+  of a type its field does not have is written as the per-record encoder would write its values.
 
 Only ndjson without ``record_template`` is written this way (``compile_column_encoder`` returns ``None`` for csv and
 templates, which delivery then formats per record).
@@ -58,7 +58,6 @@ def compile_column_encoder(options: OutputOptions, dataset: Dataset) -> ColumnEn
     separators = [options.record_prefix + keys[0]] if fields else [options.record_prefix]
     separators += [options.field_delimiter + key for key in keys[1:]]
     suffix = options.record_suffix
-    types = [schema.field(name).type for name in fields]
 
     def encode(batch: pa.RecordBatch) -> list[bytes]:
         if batch.num_rows == 0:
@@ -66,14 +65,19 @@ def compile_column_encoder(options: OutputOptions, dataset: Dataset) -> ColumnEn
         pieces: list[str | pa.Array] = []
         for index, name in enumerate(fields):
             position = batch.schema.get_field_index(name)
-            column = batch.column(position) if position >= 0 else pa.nulls(batch.num_rows, type=types[index])
-            text, quoted = writers[index](column)
+            if position < 0 or batch.column(position).null_count == batch.num_rows:
+                pieces += [separators[index] + _NULL]  # the same text on every row: no pass over the rows
+                continue
+            text, quoted = writers[index](batch.column(position))
             quote = '"' if quoted else ""
             pieces += [separators[index] + quote, text, quote]
         if not fields:
             pieces.append(separators[0])
         pieces.append(suffix)
-        lines = pc.binary_join_element_wise(*_merged(pieces), "")
+        merged = _merged(pieces)
+        if all(isinstance(piece, str) for piece in merged):  # every field null or absent: one line for all
+            return ["".join(merged).encode()] * batch.num_rows
+        lines = pc.binary_join_element_wise(*merged, "")
         encoded: list[bytes] = lines.cast(pa.binary()).to_pylist()
         return encoded
 
@@ -105,8 +109,6 @@ def _value_writer(
     def write(column: pa.Array) -> tuple[pa.Array, bool]:
         if not column.type.equals(expected):
             return _one_by_one(column, None), False
-        if column.null_count == len(column):
-            return pa.array([_NULL] * len(column), type=pa.string()), False
         if field_type == "string":
             return _strings(column)
         if field_type == "timestamp" and timestamp_format != "unixnano":
