@@ -36,6 +36,7 @@ from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall
 from tests.support.anvil import free_port
 from tests.support.edgeplane import EdgeplaneProcess
+from tests.support.memory_log_store import MemoryLogStore
 
 COUNTRY_NETWORKS: dict[str, dict[str, Any]] = {
     "127.0.0.0/8": {"country": {"iso_code": "NZ"}},
@@ -314,14 +315,6 @@ class FakeGateway:
         return Answer(200, b'{"jsonrpc":"2.0","id":1,"result":"0x1"}')
 
 
-class MemoryStore:
-    def __init__(self) -> None:
-        self.records: dict[str, list[dict[str, Any]]] = {}
-
-    def append_rows(self, dataset: str, rows: list[dict[str, Any]]) -> None:
-        self.records.setdefault(dataset, []).extend(rows)
-
-
 def json_request(client_ip: str) -> EdgeRequest:
     return EdgeRequest(
         method="POST",
@@ -337,11 +330,11 @@ def json_request(client_ip: str) -> EdgeRequest:
     )
 
 
-def routed(locator: ClientLocator, expression: str) -> tuple[EdgeRouter, MemoryStore]:
+def routed(locator: ClientLocator, expression: str) -> tuple[EdgeRouter, MemoryLogStore]:
     rule = {"action": "block", "expression": expression, "enabled": True}
     firewall = compile_firewall({"http_request_firewall_custom": [rule]})
     snapshot = ConfigSnapshot(web3_hostnames={"localhost": ZONE}, firewalls={ZONE.zone_id: firewall})
-    store = MemoryStore()
+    store = MemoryLogStore()
     router = EdgeRouter(FakeGateway(), SnapshotHolder(snapshot), RequestLog(store), locator)  # type: ignore[arg-type]
     return router, store
 

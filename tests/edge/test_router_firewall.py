@@ -14,6 +14,7 @@ from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
+from tests.support.memory_log_store import MemoryLogStore
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
 HOST = "rpc.example.com"
@@ -35,14 +36,6 @@ class FakeGateway:
         return Answer(200, b'{"jsonrpc":"2.0","id":1,"result":"0x10"}')
 
 
-class MemoryStore:
-    def __init__(self) -> None:
-        self.records: dict[str, list[dict[str, Any]]] = {}
-
-    def append_rows(self, dataset: str, rows: list[dict[str, Any]]) -> None:
-        self.records.setdefault(dataset, []).extend(rows)
-
-
 def edge_request(body: bytes, query: bytes = b"", user_agent: bytes = b"web3.py/7") -> EdgeRequest:
     return EdgeRequest(
         method="POST",
@@ -58,11 +51,11 @@ def edge_request(body: bytes, query: bytes = b"", user_agent: bytes = b"web3.py/
     )
 
 
-def router(rules: list[dict[str, Any]], *, logged: bool = True) -> tuple[EdgeRouter, FakeGateway, MemoryStore]:
+def router(rules: list[dict[str, Any]], *, logged: bool = True) -> tuple[EdgeRouter, FakeGateway, MemoryLogStore]:
     firewall = compile_firewall({"http_request_firewall_managed": rules})
     snapshot = ConfigSnapshot(web3_hostnames={HOST: ZONE}, firewalls={ZONE.zone_id: firewall})
     gateway = FakeGateway()
-    store = MemoryStore()
+    store = MemoryLogStore()
     request_log = RequestLog(store) if logged else None  # type: ignore[arg-type]
     return EdgeRouter(gateway, SnapshotHolder(snapshot), request_log), gateway, store  # type: ignore[arg-type]
 

@@ -78,6 +78,7 @@ class EdgeRequest:
     content_length: int = 0
     body: bytes = b""
     raw_path: str = ""  # as sent (percent-encoded), without the query string: what the WAF inspects
+    head_context: object = None  # what the handler's ``answer_head`` learned from the head, for its ``handle``
 
     def header(self, name: bytes) -> bytes | None:
         """The first value of a header (``name`` in lower case), or None."""

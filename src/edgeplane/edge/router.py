@@ -21,18 +21,19 @@ The client's country and ASN (``edgeplane.edge.client_location``) are found once
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Final
 
 import orjson
 
-from edgeplane.edge.client_location import ClientLocation, ClientLocator
+from edgeplane.edge.client_location import UNKNOWN, ClientLocation, ClientLocator
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
 from edgeplane.edge.request_log import RequestLog, new_ray_id
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
 from edgeplane.gateway.service import Gateway
 from edgeplane.rules import RequestFields
-from edgeplane.store.snapshot import SnapshotHolder
+from edgeplane.store.snapshot import SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import ALLOWED, Verdict
 
 FIREWALL_BLOCKED: Final = -32003
@@ -42,6 +43,12 @@ _WRONG_METHOD_HEADERS = ((b"allow", b"POST"),)
 _UNSUPPORTED_MEDIA_TYPE = jsonrpc_error(
     415, INVALID_REQUEST, "unsupported media type; use Content-Type: application/json"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    host: str
+    zone: ZoneRoute | None  # None: the host is no web3 hostname
 
 
 class EdgeRouter:
@@ -62,37 +69,32 @@ class EdgeRouter:
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
-        if self.request_log is None or request.path == "/healthz":
-            return self._refusal(request)
+        if request.path == "/healthz":
+            return _HEALTHY
         started_ns = time.time_ns()
         response = self._refusal(request)
-        if response is not None:
-            host = _host(request)
-            ray_id = new_ray_id()
-            response = _with_ray(response, ray_id)
-            zone = self.snapshots.current.web3_zone(host)
-            country, asn = self.locator.locate(request)
-            self.request_log.emit(
-                request,
-                response,
-                ray_id=ray_id,
-                started_ns=started_ns,
-                zone=zone,
-                host=host,
-                client_country=country,
-                client_asn=asn,
-            )
+        if response is None or self.request_log is None:
+            return response
+        ray_id = new_ray_id()
+        response = _with_ray(response, ray_id)
+        self._emit(request, response, ray_id, started_ns, self.locator.locate(request))
         return response
+
+    def _route(self, request: EdgeRequest) -> _Route:
+        """The request's host and web3 zone, found once: ``answer_head`` finds them, ``handle`` reuses them."""
+        route = request.head_context
+        if not isinstance(route, _Route):
+            host = _host(request)
+            route = request.head_context = _Route(host, self.snapshots.current.web3_zone(host))
+        return route
 
     def _refusal(self, request: EdgeRequest) -> EdgeResponse | None:
         path = request.path
-        if path == "/healthz":
-            return _HEALTHY
         if not path.startswith("/v1/"):
             return jsonrpc_error(404, INVALID_REQUEST, f"not found: {path}; use POST /v1/<network>")
-        host = _host(request)
-        if self.snapshots.current.web3_zone(host) is None:
-            return jsonrpc_error(404, INVALID_REQUEST, f"no web3 gateway is configured for host {host!r}")
+        route = self._route(request)
+        if route.zone is None:
+            return jsonrpc_error(404, INVALID_REQUEST, f"no web3 gateway is configured for host {route.host!r}")
         network = _network(path)
         if network not in self.gateway.pools:
             unknown = self.gateway.unknown_network(network)
@@ -111,40 +113,58 @@ class EdgeRouter:
     async def handle(self, request: EdgeRequest) -> EdgeResponse:
         """The answer to a request ``answer_head`` let through: the firewall's refusal, or the gateway's answer."""
         started_ns = time.time_ns()
-        host = _host(request)
-        zone = self.snapshots.current.web3_zone(host)
+        route = self._route(request)
         ray_id = new_ray_id()
         verdict = ALLOWED
-        firewall = self.snapshots.current.firewall(zone.zone_id) if zone is not None else None
-        location = self.locator.locate(request) if firewall is not None or self.request_log is not None else None
-        if firewall is not None and location is not None:
-            verdict = firewall.evaluate(self._fields(request, host, ray_id, location))
-        origin_status: int | None = None
-        origin_ms: int | None = None
+        firewall = self.snapshots.current.firewall(route.zone.zone_id) if route.zone is not None else None
+        location = self.locator.locate(request) if firewall is not None or self.request_log is not None else UNKNOWN
+        if firewall is not None:
+            verdict = firewall.evaluate(self._fields(request, route.host, ray_id, location))
         if verdict.blocked:
             response = _refusal(request, verdict, ray_id)
-        else:
-            answer = await self.gateway.handle(_network(request.path), request.body)
-            if self.request_log is None:
-                return EdgeResponse(answer.status, answer.body)
-            origin_status = answer.status
-            origin_ms = (time.time_ns() - started_ns) // 1_000_000
-            response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
-        if self.request_log is not None and location is not None:
-            self.request_log.emit(
-                request,
-                response,
-                ray_id=ray_id,
-                started_ns=started_ns,
-                zone=zone,
-                host=host,
-                origin_status=origin_status,
-                origin_duration_ms=origin_ms,
-                verdict=verdict,
-                client_country=location.country,
-                client_asn=location.asn,
-            )
+            if self.request_log is not None:
+                self._emit(request, response, ray_id, started_ns, location, verdict=verdict)
+            return response
+        answer = await self.gateway.handle(_network(request.path), request.body)
+        if self.request_log is None:
+            return EdgeResponse(answer.status, answer.body)
+        response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
+        origin_ms = (time.time_ns() - started_ns) // 1_000_000
+        self._emit(
+            request,
+            response,
+            ray_id,
+            started_ns,
+            location,
+            verdict=verdict,
+            origin_status=answer.status,
+            origin_duration_ms=origin_ms,
+        )
         return response
+
+    def _emit(
+        self,
+        request: EdgeRequest,
+        response: EdgeResponse,
+        ray_id: str,
+        started_ns: int,
+        location: ClientLocation,
+        **outcome: object,
+    ) -> None:
+        """Hands the answered request to the request log (which must be set), with what the router found."""
+        assert self.request_log is not None
+        route = self._route(request)
+        self.request_log.emit(
+            request,
+            response,
+            ray_id=ray_id,
+            started_ns=started_ns,
+            zone=route.zone,
+            host=route.host,
+            client_country=location.country,
+            client_asn=location.asn,
+            **outcome,
+        )
 
     def _fields(self, request: EdgeRequest, host: str, ray_id: str, location: ClientLocation) -> RequestFields:
         client_ip, client_port = request.client if request.client else ("", 0)

@@ -791,23 +791,28 @@ class SegmentedLogStore:
     def _flush_pending(self) -> None:
         with self._lock:
             generation = self._appended_generation
-            work = [(s, s.pending) for s in self._streams.values() if s.pending]
-            for stream, _ in work:
+            work = [(s, s.pending, s.pending_bytes) for s in self._streams.values() if s.pending]
+            for stream, _, _ in work:
                 stream.pending = []
                 stream.pending_bytes = 0
-        unwritten: list[tuple[_Stream, list[bytes | dict[str, Any]]]] = []
+        unwritten: list[tuple[_Stream, list[bytes | dict[str, Any]], int]] = []
         written_bytes = 0
-        for stream, records in work:
+        for stream, records, size in work:
             written, error = self._write(stream, records)
-            written_bytes += sum(map(_pending_size, records[:written]))
-            if error is not None:
-                unwritten.append((stream, records[written:]))
-                self._last_write_error = f"{stream.name}: {error}"
+            if error is None:
+                written_bytes += size
+                continue
+            # sizes are taken again only for what a failed write left (rows' sizes cost a pass over their strings)
+            left = records[written:]
+            left_size = sum(map(_pending_size, left))
+            written_bytes += size - left_size
+            unwritten.append((stream, left, left_size))
+            self._last_write_error = f"{stream.name}: {error}"
         with self._lock:
-            for stream, records in unwritten:
+            for stream, records, size in unwritten:
                 # keep them, ahead of what was appended meanwhile, and try again at the next flush
                 stream.pending[:0] = records
-                stream.pending_bytes += sum(map(_pending_size, records))
+                stream.pending_bytes += size
             self._buffered -= written_bytes
             self._counters["write_errors"] += len(unwritten)
             if work:
