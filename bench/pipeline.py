@@ -14,9 +14,9 @@ Passes, in alternating order for ``--rounds`` rounds:
 - ``floor``: the store read in the same 20,000-record chunks and every record of it turned into a Python
   dictionary (``record_columns.rows_of``; baseline b: what reading every record costs).
 
-The store holds the records as the edge writes them: dictionaries given to ``append_rows``, which the store keeps in
-blocks of columns, here ``--block-records`` to a block (the edge's flusher writes a block per dataset every 50 ms,
-so 500 a block is an edge worker at 10,000 requests/s).
+The store holds the records in blocks of columns, as the edge writes them (here given as dictionaries to
+``append_rows``, which makes the same blocks), ``--block-records`` to a block (the edge writes a block per dataset
+every 50 ms, so 500 a block is an edge worker at 10,000 requests/s).
 
 The figures of a delivery pass cover the batches that completed before delivery first found the store exhausted:
 the last, partial batch waits for ``max_upload_interval_seconds`` by design, which is idle time, not work. The
@@ -29,7 +29,10 @@ its statistics to ``FILE``.
 **Emission** (``edgeplane serve``). anvil (the upstream) and two ``edgeplane serve --edge-workers 1`` processes,
 one with request logging on (the default) and one with ``[logs] enabled = false`` in a ``--config`` file, get the
 same ``eth_chainId`` requests from ``bench/gateway.py``'s load generator, in alternating rounds, at concurrency 1
-and 16. The added latency is logs-on against logs-off, in percent of the logs-off figure.
+and 16. The added latency is logs-on against logs-off, in percent of the logs-off figure. With ``--pin`` the two
+edgeplane processes (and every thread and process they start) run on the machine's last CPU and everything else of
+the benchmark (anvil, the load generator) on the others: on a small machine the scheduler otherwise sometimes puts
+an edge worker beside anvil for a whole run, which moves one side's figures by tens of percent.
 
 Targets (issue 5): at least 500,000 records per second per core through delivery; under 5 % added gateway latency.
 
@@ -70,6 +73,7 @@ if str(REPO_ROOT / "src") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "src"))
 
 import orjson  # noqa: E402 - after the path set-up
+import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from edgeplane.logs.delivery import JobDelivery, JobPlan, plan_job  # noqa: E402
@@ -217,8 +221,8 @@ def edge_records(count: int, seed: int) -> Iterator[dict[str, Any]]:
 
 
 def fill_store(directory: Path, count: int, seed: int, block_records: int = BLOCK_RECORDS) -> int:
-    """Writes ``count`` records into a new store at ``directory`` as the edge does (``append_rows``, one flush per
-    ``block_records``); returns their size in bytes as JSON lines."""
+    """Writes ``count`` records into a new store at ``directory`` in column blocks of ``block_records``, as the edge
+    does; returns their size in bytes as JSON lines."""
     total = 0
     dumps = orjson.dumps
     store = SegmentedLogStore(directory, datasets=[DATASET], retention_bytes=1 << 50, flush_interval=3600)
@@ -333,6 +337,9 @@ class _TimedStore:
 
     def append_rows(self, dataset: str, rows: Sequence[dict[str, Any]]) -> None:
         self.store.append_rows(dataset, rows)
+
+    def append_columns(self, dataset: str, batch: pa.RecordBatch) -> None:
+        self.store.append_columns(dataset, batch)
 
     def end_position(self, dataset: str) -> int:
         return self.store.end_position(dataset)
@@ -633,18 +640,24 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
     from tests.support.edgeplane import EdgeplaneProcess
 
     body = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+    cpus = sorted(os.sched_getaffinity(0))
+    edge_cpus, other_cpus = ({cpus[-1]}, set(cpus[:-1])) if args.pin and len(cpus) > 1 else (set(cpus), set(cpus))
     with contextlib.ExitStack() as stack:
-        _say(progress, "emission: starting anvil and two edgeplane processes (logs on, logs off) ...")
+        stack.callback(os.sched_setaffinity, 0, cpus)
+        _say(progress, f"emission: starting anvil and two edgeplane processes (logs on, logs off) on CPUs {edge_cpus}")
+        os.sched_setaffinity(0, other_cpus)  # inherited by anvil and the load generator
         node = stack.enter_context(AnvilNode())
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edgeplane-bench-pipeline-")))
         settings = scratch / "logs-off.toml"
         settings.write_text("[logs]\nenabled = false\n")
         common = ("--log-level", "warning", "--edge-workers", "1")
         upstreams = (f"mainnet={node.url}",)
+        os.sched_setaffinity(0, edge_cpus)  # inherited by the edgeplane processes and all they start
         logs_on = stack.enter_context(EdgeplaneProcess(scratch / "on", upstreams=upstreams, extra_args=common))
         logs_off = stack.enter_context(
             EdgeplaneProcess(scratch / "off", upstreams=upstreams, extra_args=(*common, "--config", str(settings)))
         )
+        os.sched_setaffinity(0, other_cpus)
         urls = {"logs-on": logs_on.rpc_url("mainnet"), "logs-off": logs_off.rpc_url("mainnet")}
         for url in urls.values():
             loadgen.check_answers(url, (body,))
@@ -657,7 +670,8 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
             pids[f"logs-on child {child}"] = child
         by_concurrency: dict[str, Any] = {}
         for concurrency in args.concurrency:
-            summaries = loadgen.measure(
+            measure = _measure_paired if args.paired else loadgen.measure
+            summaries = measure(
                 urls,
                 (body,),
                 pids,
@@ -689,6 +703,41 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         if stored == 0 or stored_off != 0:
             raise RuntimeError(f"records stored: {stored} with logs on, {stored_off} with logs off")
     return {"concurrency": by_concurrency, "records_stored": {"logs-on": stored, "logs-off": stored_off}}
+
+
+def _measure_paired(
+    urls: dict[str, str],
+    bodies: tuple[bytes, ...],
+    pids: dict[str, int],
+    *,
+    concurrency: int,
+    rounds: int,
+    seconds: float,
+    warmup_seconds: float,
+    client: str,
+    progress: bool,
+) -> dict[str, Any]:
+    """Like ``loadgen.measure``, but every round loads all targets at once, each from its own load generator: with
+    the targets on the same CPU (``--pin``), whatever else slows the machine down during a round slows both alike,
+    and the CPU is shared between them by the scheduler, so the one that costs more per request serves fewer."""
+    results: dict[str, list[Any]] = {target: [] for target in urls}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(urls)) as pool:
+        for index in range(rounds):
+            specs = {
+                target: loadgen.RoundSpec(url, bodies, concurrency, warmup_seconds, seconds, pids, client)
+                for target, url in urls.items()
+            }
+            futures = {target: pool.submit(loadgen.run_round, spec) for target, spec in specs.items()}
+            for target, future in futures.items():
+                result = future.result()
+                results[target].append(result)
+                _say(
+                    progress,
+                    f"  round {index + 1}/{rounds} c={concurrency:<3} {target:<8} (paired)"
+                    f" {result.requests_per_second:9.0f} req/s  p50 {result.p50_ms:7.3f} ms"
+                    f"  p99 {result.p99_ms:7.3f} ms",
+                )
+    return {target: loadgen.summarise(rounds_of) for target, rounds_of in results.items()}
 
 
 def _children(pid: int | None) -> list[int]:
@@ -901,6 +950,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--part", choices=("delivery", "emission"), action="append", help="measure only this part; repeatable"
+    )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="emission: load logs-on and logs-off at the same time, each from its own load generator (with --pin)",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="emission: edgeplane on the last CPU, anvil and the load generator on the others",
     )
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON document at the end")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -96,7 +96,7 @@ async def test_benign_traffic_reaches_the_gateway_without_records_of_the_firewal
     response = await edge.handle(edge_request(BENIGN))
     assert response.status == 200
     assert gateway.seen == [BENIGN]
-    edge.request_log._flush()  # type: ignore[union-attr]
+    edge.request_log.flush()  # type: ignore[union-attr]
     (record,) = store.records["http_requests"]
     assert "SecurityAction" not in record
     assert "firewall_events" not in store.records
@@ -105,7 +105,7 @@ async def test_benign_traffic_reaches_the_gateway_without_records_of_the_firewal
 async def test_a_block_is_recorded_in_both_datasets() -> None:
     edge, _, store = router([{"action": "log", "expression": "true", "id": "l" * 32}, *deploy_managed_rulesets()])
     response = await edge.handle(edge_request(ATTACK, query=b"x=1", user_agent=b"ethers/6"))
-    edge.request_log._flush()  # type: ignore[union-attr]
+    edge.request_log.flush()  # type: ignore[union-attr]
     (record,) = store.records["http_requests"]
     events = store.records["firewall_events"]
     assert record["EdgeResponseStatus"] == 403
@@ -130,7 +130,7 @@ async def test_a_logged_match_lets_the_request_through() -> None:
     rules[0]["action_parameters"]["overrides"] = {"action": "log"}
     edge, gateway, store = router(rules)
     response = await edge.handle(edge_request(ATTACK))
-    edge.request_log._flush()  # type: ignore[union-attr]
+    edge.request_log.flush()  # type: ignore[union-attr]
     assert response.status == 200
     assert gateway.seen == [ATTACK]
     assert {event["Action"] for event in store.records["firewall_events"]} == {"log"}

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from edgeplane.logs import log_store
 from edgeplane.logs.log_store import ColumnBatch, LogStoreFullError, SegmentedLogStore
-from edgeplane.logs.record_columns import decode_block, encode_rows, lines_of, rows_of
+from edgeplane.logs.record_columns import batch_of_columns, decode_block, encode_rows, lines_of, rows_of
 
 HTTP = "http_requests"
 
@@ -251,3 +251,103 @@ def test_a_roll_that_failed_half_way_is_finished_before_the_next_write(
     assert [orjson.loads(line)["RayID"] for line in reader.read(HTTP, 0).records][5:] == ["row0", "row1"]
     with SegmentedLogStore(tmp_path) as again:
         assert again.end_position(HTTP) == 7
+
+
+# Record batches given as they are (``append_columns``, the edge's way).
+
+
+def columns_of(start: int, count: int) -> pa.RecordBatch:
+    batch = batch_of_columns(
+        HTTP,
+        {
+            "RayID": [f"{i:016x}" for i in range(start, start + count)],
+            "ZoneName": ["example.com"] * count,
+            "EdgeResponseStatus": [200 + i % 3 for i in range(start, start + count)],
+            "ClientRequestPath": [f"/v1/{i}" for i in range(start, start + count)],
+            "ClientCountry": ["us" if i % 2 else None for i in range(start, start + count)],
+        },
+    )
+    assert batch is not None
+    return batch
+
+
+def test_record_batches_are_kept_as_given_and_read_both_ways(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        store.append_columns(HTTP, columns_of(0, 100))
+        store.append(HTTP, [orjson.dumps(rows(100, 1)[0])])
+        store.append_rows(HTTP, rows(101, 9))
+        store.append_columns(HTTP, columns_of(110, 10))
+        assert store.flush(timeout=5)
+        assert store.stats().appended_records == 120
+        assert read_all_columns(store) == rows(0, 120)
+        assert [orjson.loads(line) for line in store.read(HTTP, 0, max_records=500).records] == rows(0, 120)
+
+
+def test_a_batch_takes_the_dataset_fields_and_their_metadata(tmp_path: Path) -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {"RayID": ["a"], "Cookies": ['{"session":"x"}']},
+        schema=pa.schema([("RayID", pa.string()), ("Cookies", pa.string())]),
+    )
+    with SegmentedLogStore(tmp_path) as store:
+        store.append_columns(HTTP, batch)
+        assert store.flush(timeout=5)
+        (line,) = store.read(HTTP, 0).records
+    assert orjson.loads(line) == {"RayID": "a", "Cookies": {"session": "x"}}
+
+
+@pytest.mark.parametrize(
+    ("name", "array"),
+    [("NotAField", pa.array(["x"])), ("EdgeResponseStatus", pa.array(["200"])), ("RayID", pa.array([1]))],
+)
+def test_a_batch_with_a_foreign_or_mistyped_column_is_refused(tmp_path: Path, name: str, array: pa.Array) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        with pytest.raises(ValueError, match=name):
+            store.append_columns(HTTP, pa.RecordBatch.from_arrays([array], names=[name]))
+        assert store.flush(timeout=5)
+        assert store.end_position(HTTP) == 0
+        assert store.stats().appended_records == 0
+
+
+def test_a_large_batch_becomes_several_blocks(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        store.append_columns(HTTP, columns_of(0, 20_000))
+        assert store.flush(timeout=5)
+        batch = store.read_columns(HTTP, 0, max_records=50_000, max_bytes=1 << 30)
+        assert [part.num_rows for part in batch.parts] == [8192, 8192, 3616]
+        assert read_all_columns(store, 0, max_records=5000) == rows(0, 20_000)
+
+
+def test_a_full_buffer_refuses_a_whole_batch(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path, flush_interval=3600, max_buffer_bytes=4096, flush_bytes=1 << 20) as store:
+        with pytest.raises(LogStoreFullError, match="1000 records refused"):
+            store.append_columns(HTTP, columns_of(0, 1000))
+        assert store.stats().refused_records == 1000
+        store.append_columns(HTTP, columns_of(0, 10))
+        assert store.flush(timeout=5)
+        assert read_all_columns(store) == rows(0, 10)
+
+
+def test_a_failed_write_of_a_batch_keeps_it_and_what_follows_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = log_store._write_all
+    failures = [OSError(errno.ENOSPC, "injected")]
+
+    def write_all(descriptor: int, data: bytes) -> None:
+        if failures and data[:4] == b"EPLC":
+            raise failures.pop()
+        real(descriptor, data)
+
+    monkeypatch.setattr(log_store, "_write_all", write_all)
+    with SegmentedLogStore(tmp_path, flush_interval=3600) as store:
+        store.append(HTTP, [orjson.dumps(row) for row in rows(0, 5)])
+        store.append_columns(HTTP, columns_of(5, 20))  # this write fails once
+        store.append(HTTP, [orjson.dumps(row) for row in rows(25, 5)])
+        store._wake.set()
+        deadline = time.monotonic() + 5
+        while store.stats().write_errors == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.stats().write_errors == 1
+        assert store.end_position(HTTP) == 5  # the lines before it were written
+        assert store.flush(timeout=5)
+        assert read_all_columns(store) == rows(0, 30)

@@ -4,11 +4,21 @@ firewall match, appended to the log store.
 Built from what the edge knows when it answers: the client, the request line and headers, the zone, the response
 and its timings. Fields the edge cannot know (bot scores, TLS details, cache status) are left out of the record and
 appear as the dataset's missing values in the output. ``ClientCountry`` and ``ClientASN`` are what the router
-found for the client (``edgeplane.edge.client_location``: a trusted header or a MaxMind database). Emission never
-blocks the request: the record is built after the response is written, in bulk, as a dictionary; the store buffers
-it and turns whole blocks of records into columns on its flusher thread (``append_rows``), and a store that refuses
-(its disk stalled) is counted in a metric, not raised. A request the firewall matched has its ``Security*`` fields
-set and one ``firewall_events`` record per match (``edgeplane.waf.events``), sharing its ``RayID``.
+found for the client (``edgeplane.edge.client_location``: a trusted header or a MaxMind database). A request the
+firewall matched has its ``Security*`` fields set and one ``firewall_events`` record per match
+(``edgeplane.waf.events``), sharing its ``RayID``.
+
+Emission never blocks the request and does all its work on the event loop's thread: ``emit`` turns the answered
+request (an ``Answered``) into a row at once, a tuple in the order of ``HTTP_REQUEST_COLUMNS`` that holds only the
+values (not the request, whose body may be large); every ``flush_interval`` (or just after the answer that makes
+``max_rows`` rows) ``flush`` turns the rows into one Arrow record batch, column by column at the fields' own types
+(``record_columns.batch_of_columns``), which the store serialises and hands to its flusher thread to write.
+
+Why not in the store's thread: that thread shares the interpreter's lock with the event loop, and a thread that
+converts records while the loop serves requests takes the lock at every point the loop lets go of it (each socket
+call), which cost the edge more than the conversion itself (see ``docs/log-store.md``). A store that refuses (its
+disk stalled) is counted in a metric, not raised. Rows a conversion refuses (none should) go to the store as
+dictionaries, which it keeps as JSON lines when they do not fit the schema.
 """
 
 from __future__ import annotations
@@ -16,18 +26,55 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final, NamedTuple
 
+import pyarrow as pa
 from prometheus_client import Counter
 
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
 from edgeplane.logs.log_store import LogStore, LogStoreError
+from edgeplane.logs.record_columns import batch_of_columns, batch_of_rows
 from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.events import FIREWALL_EVENTS, firewall_event_records, security_fields
-from edgeplane.waf.firewall import ALLOWED, Verdict
+from edgeplane.waf.firewall import Verdict
 
-HTTP_REQUESTS = "http_requests"
+HTTP_REQUESTS: Final = "http_requests"
+
+# The fields of an ``http_requests`` row, in the order ``_row`` gives their values.
+HTTP_REQUEST_COLUMNS: Final = (
+    "RayID",
+    "ZoneName",
+    "ClientIP",
+    "ClientSrcPort",
+    "ClientRequestHost",
+    "ClientRequestMethod",
+    "ClientRequestPath",
+    "ClientRequestURI",
+    "ClientRequestProtocol",
+    "ClientRequestUserAgent",
+    "ClientRequestReferer",
+    "ClientXRequestedWith",
+    "ClientRequestBytes",
+    "EdgeResponseStatus",
+    "EdgeResponseBodyBytes",
+    "EdgeResponseBytes",
+    "EdgeResponseContentType",
+    "EdgeStartTimestamp",
+    "EdgeEndTimestamp",
+    "EdgeTimeToFirstByteMs",
+    "EdgeServerIP",
+    "OriginResponseStatus",
+    "OriginResponseDurationMs",
+    "ClientCountry",
+    "ClientASN",
+)
+# Fields every row has the same value of, added per batch rather than per row.
+HTTP_REQUEST_CONSTANTS: Final = {"ClientRequestScheme": "http", "ClientRequestSource": "eyeball"}
+# Fields that repeat another field of the row (``EdgeRequestHost``: the edge serves the host the client asked for).
+HTTP_REQUEST_COPIES: Final = {"EdgeRequestHost": "ClientRequestHost"}
+_PROTOCOLS: Final = {"1.1": "HTTP/1.1", "1.0": "HTTP/1.0"}
+_UNCONVERTED: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeError, KeyError, TypeError, ValueError)
 
 RECORDS_REFUSED = Counter(
     "edgeplane_log_records_refused_total", "Log records the log store refused (its disk fell behind).", ["dataset"]
@@ -45,170 +92,202 @@ def new_ray_id() -> str:
     return f"{_RAY_PREFIX:08x}{next(_ray_counter) & 0xFFFFFFFF:08x}"
 
 
-class RequestLog:
-    """Appends one ``http_requests`` record per answered request. The record is built and appended just after the
-    response is written (a callback scheduled on the loop), in bulk with the others of the same moment, so that
-    logging adds nothing to the time a client waits."""
+class Answered(NamedTuple):
+    """An answered request, with what the router found out about it."""
 
-    def __init__(self, store: LogStore) -> None:
+    request: EdgeRequest
+    response: EdgeResponse
+    ended_ns: int
+    ray_id: str
+    started_ns: int
+    zone: ZoneRoute | None
+    host: str
+    client_country: str  # "" when unknown
+    client_asn: int  # 0 when unknown
+    verdict: Verdict
+    origin_status: int | None  # None: the request never reached an upstream
+    origin_duration_ms: int | None
+
+
+class RequestLog:
+    """Appends one ``http_requests`` record per answered request, and the ``firewall_events`` records of its
+    firewall matches (see the module docstring for when and how)."""
+
+    def __init__(self, store: LogStore, *, flush_interval: float = 0.05, max_rows: int = 8192) -> None:
+        """Records go to the store every ``flush_interval`` seconds, or just after the answer that makes
+        ``max_rows`` rows wait."""
         self.store = store
+        self.flush_interval = flush_interval
+        self.max_rows = max_rows
         # (emitted, refused) counters by dataset, labelled once rather than per append.
         self._counters = {
             dataset: (RECORDS_EMITTED.labels(dataset), RECORDS_REFUSED.labels(dataset))
             for dataset in (HTTP_REQUESTS, FIREWALL_EVENTS)
         }
-        self._waiting: list[tuple[EdgeRequest, EdgeResponse, int, dict[str, Any]]] = []
-        self._scheduled = False
+        self._rows: list[tuple[Any, ...]] = []
+        self._security: dict[int, dict[str, Any]] = {}  # the ``Security*`` fields of matched rows, by row index
+        self._events: list[dict[str, Any]] = []
+        self._timer: asyncio.Handle | None = None  # the flush to come
+        self._timer_loop: asyncio.AbstractEventLoop | None = None  # the loop it was scheduled on
 
-    def emit(self, request: EdgeRequest, response: EdgeResponse, **details: Any) -> None:
-        """Records one answered request (see ``record`` for ``details``)."""
-        ended_ns = time.time_ns()
-        self._waiting.append((request, response, ended_ns, details))
+    def emit(self, answered: Answered) -> None:
+        """Records one answered request (``answered.ended_ns`` is when its response was ready). Outside an event
+        loop (a script, a test) its records go to the store at once."""
+        self._rows.append(_row(answered))
+        if answered.verdict.matches:  # rare: a firewall match
+            self._security[len(self._rows) - 1] = security_fields(answered.verdict)
+            self._events.extend(_events(answered))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._flush()
+            self.flush()
             return
-        if not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._flush)
+        full = len(self._rows) >= self.max_rows
+        if self._timer is not None and self._timer_loop is loop:
+            if not full:
+                return
+            self._timer.cancel()
+        self._timer_loop = loop  # a timer of a loop that has ended never runs: the next emit schedules another
+        self._timer = loop.call_soon(self.flush) if full else loop.call_later(self.flush_interval, self.flush)
 
-    def _flush(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        self._scheduled = False
-        self._append(
-            HTTP_REQUESTS,
-            [
-                self.record(request, response, ended_ns=ended_ns, **details)
-                for request, response, ended_ns, details in waiting
-            ],
-        )
-        events = [
-            event
-            for request, response, ended_ns, details in waiting
-            if details.get("verdict", ALLOWED).matches
-            for event in self.events(request, response, ended_ns=ended_ns, **details)
-        ]
+    def flush(self) -> None:
+        """Hands every record emitted so far to the store now (also on shutdown, before the store closes)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        rows, security, events = self._rows, self._security, self._events
+        self._rows, self._security, self._events = [], {}, []
+        if rows:
+            self._append(HTTP_REQUESTS, _batch(rows, security), lambda: _dictionaries(rows, security))
         if events:
-            self._append(FIREWALL_EVENTS, events)
+            self._append(FIREWALL_EVENTS, batch_of_rows(FIREWALL_EVENTS, events), lambda: events)
 
-    def _append(self, dataset: str, records: list[dict[str, Any]]) -> None:
+    def _append(
+        self, dataset: str, batch: pa.RecordBatch | None, dictionaries: Callable[[], list[dict[str, Any]]]
+    ) -> None:
+        """Appends ``batch``; when there is none, or the store refuses its shape, the records ``dictionaries()``
+        returns."""
         emitted, refused = self._counters[dataset]
+        count = 0
         try:
-            self.store.append_rows(dataset, records)
+            if batch is not None:
+                count = batch.num_rows
+                try:
+                    self.store.append_columns(dataset, batch)
+                except ValueError:
+                    batch = None
+            if batch is None:
+                records = dictionaries()
+                count = len(records)
+                self.store.append_rows(dataset, records)
         except LogStoreError:
-            refused.inc(len(records))
+            refused.inc(count)
             return
-        emitted.inc(len(records))
+        emitted.inc(count)
 
-    def events(
-        self,
-        request: EdgeRequest,
-        response: EdgeResponse,
-        *,
-        ray_id: str,
-        started_ns: int,
-        zone: ZoneRoute | None,
-        host: str,
-        verdict: Verdict = ALLOWED,
-        origin_status: int | None = None,
-        ended_ns: int,
-        client_country: str = "",
-        client_asn: int = 0,
-        **_: Any,
-    ) -> list[dict[str, Any]]:
-        """The ``firewall_events`` records of one request (none when the firewall matched nothing). Each
-        carries ``ZoneName`` (not a field of the dataset), by which delivery gives a zone's jobs their records."""
-        if not verdict.matches:
-            return []
-        referer = _text(request.header(b"referer"))
-        referer_scheme, _sep, rest = referer.partition("://")
-        referer_host, _sep, referer_target = rest.partition("/")
-        referer_path, _sep, referer_query = ("/" + referer_target if rest else "").partition("?")
-        common: dict[str, Any] = {
-            "ClientIP": request.client[0] if request.client else "",
-            "ClientRequestHost": host,
-            "ClientRequestMethod": request.method,
-            "ClientRequestPath": request.path,
-            "ClientRequestQuery": request.query_string.decode("latin-1"),
-            "ClientRequestProtocol": f"HTTP/{request.http_version}",
-            "ClientRequestScheme": "http",
-            "ClientRequestUserAgent": _text(request.header(b"user-agent")),
-            "ClientRefererHost": referer_host if rest else "",
-            "ClientRefererPath": referer_path,
-            "ClientRefererQuery": referer_query,
-            "ClientRefererScheme": referer_scheme if rest else "",
-            "RayID": ray_id,
-            "OriginatorRayID": "00",
-            "ZoneName": zone.zone_name if zone else "",
-        }
-        if origin_status is not None:
-            common["OriginResponseStatus"] = origin_status
-        if client_country:
-            common["ClientCountry"] = client_country
-        if client_asn:
-            common["ClientASN"] = client_asn
-        return firewall_event_records(verdict, common, datetime_ns=started_ns, edge_status=response.status)
 
-    def record(
-        self,
-        request: EdgeRequest,
-        response: EdgeResponse,
-        *,
-        ray_id: str,
-        started_ns: int,
-        zone: ZoneRoute | None,
-        host: str,
-        origin_status: int | None = None,
-        origin_duration_ms: int | None = None,
-        verdict: Verdict = ALLOWED,
-        ended_ns: int,
-        client_country: str = "",
-        client_asn: int = 0,
-    ) -> dict[str, Any]:
-        """The ``http_requests`` record of one request."""
-        client_ip, client_port = request.client if request.client else ("", 0)
-        server_ip = request.server[0] if request.server else ""
-        query = request.query_string.decode("latin-1")
-        uri = request.path + ("?" + query if query else "")
-        body_bytes = len(response.body)
-        record: dict[str, Any] = {
-            "RayID": ray_id,
-            "ZoneName": zone.zone_name if zone else "",
-            "ClientIP": client_ip,
-            "ClientSrcPort": client_port,
-            "ClientRequestHost": host,
-            "EdgeRequestHost": host,
-            "ClientRequestMethod": request.method,
-            "ClientRequestPath": request.path,
-            "ClientRequestURI": uri,
-            "ClientRequestProtocol": f"HTTP/{request.http_version}",
-            "ClientRequestScheme": "http",
-            "ClientRequestSource": "eyeball",
-            "ClientRequestUserAgent": _text(request.header(b"user-agent")),
-            "ClientRequestReferer": _text(request.header(b"referer")),
-            "ClientXRequestedWith": _text(request.header(b"x-requested-with")),
-            "ClientRequestBytes": request.content_length,
-            "EdgeResponseStatus": response.status,
-            "EdgeResponseBodyBytes": body_bytes,
-            "EdgeResponseBytes": body_bytes + 128 + sum(len(k) + len(v) + 4 for k, v in response.headers),
-            "EdgeResponseContentType": response.content_type.decode("latin-1"),
-            "EdgeStartTimestamp": started_ns,
-            "EdgeEndTimestamp": ended_ns,
-            "EdgeTimeToFirstByteMs": max(0, (ended_ns - started_ns) // 1_000_000),
-            "EdgeServerIP": server_ip,
-        }
-        if origin_status is not None:
-            record["OriginResponseStatus"] = origin_status
-        if origin_duration_ms is not None:
-            record["OriginResponseDurationMs"] = origin_duration_ms
-        if verdict.matches:
-            record.update(security_fields(verdict))
-        if client_country:
-            record["ClientCountry"] = client_country
-        if client_asn:
-            record["ClientASN"] = client_asn
-        return record
+def _row(answer: Answered) -> tuple[Any, ...]:
+    """The values of an answer's ``http_requests`` row, in the order of ``HTTP_REQUEST_COLUMNS`` (None: missing)."""
+    request, response = answer.request, answer.response
+    client_ip, client_port = request.client or ("", 0)
+    headers = dict(request.headers)
+    user_agent = headers.get(b"user-agent")
+    referer = headers.get(b"referer")
+    requested_with = headers.get(b"x-requested-with")
+    path, query = request.path, request.query_string
+    body_bytes = len(response.body)
+    started_ns, ended_ns = answer.started_ns, answer.ended_ns
+    zone = answer.zone
+    return (
+        answer.ray_id,
+        zone.zone_name if zone else "",
+        client_ip,
+        client_port,
+        answer.host,
+        request.method,
+        path,
+        path + "?" + query.decode("latin-1") if query else path,
+        _PROTOCOLS.get(request.http_version) or f"HTTP/{request.http_version}",
+        user_agent.decode("latin-1") if user_agent else "",
+        referer.decode("latin-1") if referer else "",
+        requested_with.decode("latin-1") if requested_with else "",
+        request.content_length,
+        response.status,
+        body_bytes,
+        body_bytes + 128 + sum([len(name) + len(value) + 4 for name, value in response.headers]),
+        response.content_type.decode("latin-1"),
+        started_ns,
+        ended_ns,
+        max(0, (ended_ns - started_ns) // 1_000_000),
+        request.server[0] if request.server else "",
+        answer.origin_status,
+        answer.origin_duration_ms,
+        answer.client_country or None,
+        answer.client_asn or None,
+    )
+
+
+def _batch(rows: list[tuple[Any, ...]], security: dict[int, dict[str, Any]]) -> pa.RecordBatch | None:
+    """The rows as one record batch; None when a value does not fit its field (none should)."""
+    columns: dict[str, Sequence[Any]] = dict(zip(HTTP_REQUEST_COLUMNS, zip(*rows, strict=True), strict=True))
+    for name, value in HTTP_REQUEST_CONSTANTS.items():
+        columns[name] = (value,) * len(rows)
+    for name, original in HTTP_REQUEST_COPIES.items():
+        columns[name] = columns[original]
+    for name in dict.fromkeys(name for fields in security.values() for name in fields):
+        columns[name] = [security[index].get(name) if index in security else None for index in range(len(rows))]
+    try:
+        return batch_of_columns(HTTP_REQUESTS, columns)
+    except _UNCONVERTED:
+        return None
+
+
+def _dictionaries(rows: list[tuple[Any, ...]], security: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as the store's dictionaries (a missing value left out), for rows no batch could hold."""
+    records = []
+    for index, row in enumerate(rows):
+        record = {name: value for name, value in zip(HTTP_REQUEST_COLUMNS, row, strict=True) if value is not None}
+        record |= HTTP_REQUEST_CONSTANTS
+        for name, original in HTTP_REQUEST_COPIES.items():
+            record[name] = record[original]
+        records.append(record | security.get(index, {}))
+    return records
+
+
+def _events(answer: Answered) -> list[dict[str, Any]]:
+    """The ``firewall_events`` records of an answer whose request the firewall matched. Each carries
+    ``ZoneName`` (not a field of the dataset), by which delivery gives a zone's jobs their records."""
+    request = answer.request
+    referer = _text(request.header(b"referer"))
+    referer_scheme, _sep, rest = referer.partition("://")
+    referer_host, _sep, referer_target = rest.partition("/")
+    referer_path, _sep, referer_query = ("/" + referer_target if rest else "").partition("?")
+    common: dict[str, Any] = {
+        "ClientIP": request.client[0] if request.client else "",
+        "ClientRequestHost": answer.host,
+        "ClientRequestMethod": request.method,
+        "ClientRequestPath": request.path,
+        "ClientRequestQuery": request.query_string.decode("latin-1"),
+        "ClientRequestProtocol": f"HTTP/{request.http_version}",
+        "ClientRequestScheme": "http",
+        "ClientRequestUserAgent": _text(request.header(b"user-agent")),
+        "ClientRefererHost": referer_host if rest else "",
+        "ClientRefererPath": referer_path,
+        "ClientRefererQuery": referer_query,
+        "ClientRefererScheme": referer_scheme if rest else "",
+        "RayID": answer.ray_id,
+        "OriginatorRayID": "00",
+        "ZoneName": answer.zone.zone_name if answer.zone else "",
+    }
+    if answer.origin_status is not None:
+        common["OriginResponseStatus"] = answer.origin_status
+    if answer.client_country:
+        common["ClientCountry"] = answer.client_country
+    if answer.client_asn:
+        common["ClientASN"] = answer.client_asn
+    return firewall_event_records(
+        answer.verdict, common, datetime_ns=answer.started_ns, edge_status=answer.response.status
+    )
 
 
 def _text(value: bytes | None) -> str:

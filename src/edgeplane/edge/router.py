@@ -28,7 +28,7 @@ import orjson
 
 from edgeplane.edge.client_location import UNKNOWN, ClientLocation, ClientLocator
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
-from edgeplane.edge.request_log import RequestLog, new_ray_id
+from edgeplane.edge.request_log import Answered, RequestLog, new_ray_id
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
 from edgeplane.gateway.service import Gateway
@@ -123,23 +123,14 @@ class EdgeRouter:
         if verdict.blocked:
             response = _refusal(request, verdict, ray_id)
             if self.request_log is not None:
-                self._emit(request, response, ray_id, started_ns, location, verdict=verdict)
+                self._emit(request, response, ray_id, started_ns, location, verdict)
             return response
         answer = await self.gateway.handle(_network(request.path), request.body)
         if self.request_log is None:
             return EdgeResponse(answer.status, answer.body)
         response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
         origin_ms = (time.time_ns() - started_ns) // 1_000_000
-        self._emit(
-            request,
-            response,
-            ray_id,
-            started_ns,
-            location,
-            verdict=verdict,
-            origin_status=answer.status,
-            origin_duration_ms=origin_ms,
-        )
+        self._emit(request, response, ray_id, started_ns, location, verdict, answer.status, origin_ms)
         return response
 
     def _emit(
@@ -149,21 +140,28 @@ class EdgeRouter:
         ray_id: str,
         started_ns: int,
         location: ClientLocation,
-        **outcome: object,
+        verdict: Verdict = ALLOWED,
+        origin_status: int | None = None,
+        origin_duration_ms: int | None = None,
     ) -> None:
         """Hands the answered request to the request log (which must be set), with what the router found."""
         assert self.request_log is not None
         route = self._route(request)
         self.request_log.emit(
-            request,
-            response,
-            ray_id=ray_id,
-            started_ns=started_ns,
-            zone=route.zone,
-            host=route.host,
-            client_country=location.country,
-            client_asn=location.asn,
-            **outcome,
+            Answered(
+                request,
+                response,
+                time.time_ns(),
+                ray_id,
+                started_ns,
+                route.zone,
+                route.host,
+                location.country,
+                location.asn,
+                verdict,
+                origin_status,
+                origin_duration_ms,
+            )
         )
 
     def _fields(self, request: EdgeRequest, host: str, ray_id: str, location: ClientLocation) -> RequestFields:

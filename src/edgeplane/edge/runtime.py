@@ -85,6 +85,7 @@ class EdgeRuntime:
     gateway: Gateway
     server: HttpServer
     log_store: SegmentedLogStore | None
+    request_log: RequestLog | None
     locator: ClientLocator
 
     @classmethod
@@ -100,7 +101,9 @@ class EdgeRuntime:
         request_log = RequestLog(log_store) if log_store is not None else None
         router = EdgeRouter(gateway, snapshots, request_log, locator)
         server = HttpServer(router, max_body_bytes=settings.gateway.max_body_bytes)
-        return cls(pools=pools, gateway=gateway, server=server, log_store=log_store, locator=locator)
+        return cls(
+            pools=pools, gateway=gateway, server=server, log_store=log_store, request_log=request_log, locator=locator
+        )
 
     async def close(self) -> None:
         """Stops health checks, closes upstream connections, and writes down every buffered log record."""
@@ -108,6 +111,8 @@ class EdgeRuntime:
             await pool.stop()
             for node in pool.nodes:
                 node.close()
+        if self.request_log is not None:
+            self.request_log.flush()
         if self.log_store is not None:
             await asyncio.to_thread(self.log_store.close)
         self.locator.close()

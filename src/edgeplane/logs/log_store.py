@@ -1,11 +1,11 @@
 """The log store: durable, append-only, segmented streams of log records between the edge and delivery.
 
-The edge appends records to a *dataset* stream (``http_requests``, ``firewall_events``): as dictionaries
-(``append_rows``), which the store keeps in columns, or as opaque ``bytes`` (``append``: one JSON object each, no
-newline inside). Delivery reads each stream from a per-job *cursor*, as columns (``read_columns``) or as JSON lines
-(``read``, whatever form the records were stored in). ``LogStore`` is the
-interface; ``SegmentedLogStore`` is the single-machine implementation on files. A NATS JetStream stream (one stream
-per dataset, a durable consumer per job) fits the same interface; see ``docs/log-store.md``.
+The edge appends records to a *dataset* stream (``http_requests``, ``firewall_events``): as an Arrow record batch
+(``append_columns``, the edge's way), as dictionaries (``append_rows``), which the store keeps in columns, or as
+opaque ``bytes`` (``append``: one JSON object each, no newline inside). Delivery reads each stream from a per-job
+*cursor*, as columns (``read_columns``) or as JSON lines (``read``, whatever form the records were stored in).
+``LogStore`` is the interface; ``SegmentedLogStore`` is the single-machine implementation on files. A NATS JetStream
+stream (one stream per dataset, a durable consumer per job) fits the same interface; see ``docs/log-store.md``.
 
 Positions are record offsets: the first record ever appended to a dataset is at position 0, the next at 1, and so
 on, forever (offsets are never reused, not even after every segment was deleted). ``end_position`` is the position
@@ -19,9 +19,10 @@ Layout on disk::
 A segment is a sequence of *blocks*, one per dataset per flush (large flushes are split): a 24-byte header (magic,
 payload length, record count, first offset, CRC32 of header and payload) then the payload. With magic ``EPLB`` the
 payload is the records joined by ``\\n``; with ``EPLC`` it is an Arrow IPC stream of one record batch
-(``edgeplane.logs.record_columns``), written for records given to ``append_rows``: at most ``_ROWS_PER_BLOCK`` of
-them, converted on the flusher thread. Records that do not fit their dataset's schema are written as JSON lines
-instead, so nothing is refused for its shape. A block is written with one ``write`` and is valid only when its CRC
+(``edgeplane.logs.record_columns``), written for records given to ``append_columns`` (serialised by the caller, so
+that the flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most
+``_ROWS_PER_BLOCK`` of them. Rows that do not fit their dataset's schema are written as JSON lines instead, so
+nothing is refused for its shape. A block is written with one ``write`` and is valid only when its CRC
 matches, so a write torn by a crash is recognised; opening the store for writing truncates the last segment after
 its last valid block.
 
@@ -72,7 +73,7 @@ import orjson
 import pyarrow as pa
 from isal.isal_zlib import crc32  # the same CRC-32 as zlib's, many times faster on large blocks
 
-from edgeplane.logs.record_columns import decode_block, encode_rows, lines_of
+from edgeplane.logs.record_columns import conform, decode_block, encode_batch, encode_rows, lines_of
 
 SEGMENT_SUFFIX: Final = ".seg"
 CURSOR_SUFFIX: Final = ".cursor"
@@ -185,6 +186,14 @@ class LogStore(Protocol):
         The dictionaries must not be changed after the call."""
         ...
 
+    def append_columns(self, dataset: str, batch: pa.RecordBatch) -> None:
+        """Like ``append``, for records given as a record batch whose columns are fields of the dataset, of their
+        types (``record_columns.batch_of_columns`` builds one); a null is a missing value, and an ``object`` field's
+        column holds JSON text, which is not checked. Raises ``ValueError`` for a column that is not a field of its
+        type, or one named twice. The batch is serialised by the caller's thread, so the store's thread does no
+        work that holds the interpreter's lock."""
+        ...
+
     def end_position(self, dataset: str) -> int:
         """The position of the next record to become readable."""
         ...
@@ -240,12 +249,23 @@ class _Published:
     end: int
 
 
+@dataclass(frozen=True, slots=True)
+class _ColumnBlock:
+    """A pending block of records already serialised in columns (``append_columns``)."""
+
+    payload: bytes
+    count: int
+
+
+_Pending = bytes | dict[str, Any] | _ColumnBlock  # one record, or (a column block) many
+
+
 @dataclass(slots=True)
 class _Stream:
     name: str
     path: Path
     published: _Published
-    pending: list[bytes | dict[str, Any]] = field(default_factory=list)
+    pending: list[_Pending] = field(default_factory=list)
     pending_bytes: int = 0
     fd: int = -1
     unsynced: bool = False
@@ -345,22 +365,35 @@ class SegmentedLogStore:
         if rows:
             self._accept(dataset, rows, sum(map(_row_size, rows)))
 
-    def _accept(self, dataset: str, records: Sequence[bytes] | Sequence[dict[str, Any]], size: int) -> None:
+    def append_columns(self, dataset: str, batch: pa.RecordBatch) -> None:
+        """See ``LogStore.append_columns``."""
+        if not batch.num_rows:
+            return
+        batch = conform(dataset, batch)
+        blocks = [
+            _ColumnBlock(encode_batch(part), part.num_rows)
+            for part in (batch.slice(start, _ROWS_PER_BLOCK) for start in range(0, batch.num_rows, _ROWS_PER_BLOCK))
+        ]
+        self._accept(dataset, blocks, sum(len(block.payload) for block in blocks), batch.num_rows)
+
+    def _accept(self, dataset: str, items: Sequence[_Pending], size: int, count: int | None = None) -> None:
+        """Queue ``items`` (``count`` records; one per item by default) for the flusher."""
         stream = self._streams.get(dataset) or self._writable_stream(dataset)
+        count = len(items) if count is None else count
         with self._lock:
             if self._closed:
                 raise LogStoreClosedError("the log store is closed")
             if self._buffered + size > self.max_buffer_bytes:
-                self._counters["refused"] += len(records)
+                self._counters["refused"] += count
                 raise LogStoreFullError(
                     f"{self._buffered} bytes are waiting to be written (limit {self.max_buffer_bytes}); "
-                    f"{len(records)} records refused"
+                    f"{count} records refused"
                 )
-            stream.pending.extend(records)
+            stream.pending.extend(items)
             stream.pending_bytes += size
             self._buffered += size
             self._appended_generation += 1
-            self._counters["appended"] += len(records)
+            self._counters["appended"] += count
             if self._buffered >= self.flush_bytes:
                 self._wake.set()
 
@@ -795,7 +828,7 @@ class SegmentedLogStore:
             for stream, _, _ in work:
                 stream.pending = []
                 stream.pending_bytes = 0
-        unwritten: list[tuple[_Stream, list[bytes | dict[str, Any]], int]] = []
+        unwritten: list[tuple[_Stream, list[_Pending], int]] = []
         written_bytes = 0
         for stream, records, size in work:
             written, error = self._write(stream, records)
@@ -821,10 +854,12 @@ class SegmentedLogStore:
                 self._flushed_generation = generation
             self._flushed.notify_all()
 
-    def _write(self, stream: _Stream, records: list[bytes | dict[str, Any]]) -> tuple[int, OSError | None]:
+    def _write(self, stream: _Stream, records: list[_Pending]) -> tuple[int, OSError | None]:
         """Write ``records`` as blocks after the stream's end, rolling segments as needed, publishing each write:
-        runs of bytes as blocks of lines, runs of dictionaries as blocks of columns (or, when they do not fit the
-        schema, as lines). Returns how many records were written, and the error that stopped it, if any."""
+        column blocks as they are, runs of bytes as blocks of lines, runs of dictionaries as blocks of columns (or,
+        when they do not fit the schema, as lines). Returns how many items of ``records`` were written, and the
+        error that stopped it, if any."""
+        index = 0
         start = stream.published.end
         with self._write_lock:
             try:
@@ -833,11 +868,17 @@ class SegmentedLogStore:
                 if os.fstat(stream.fd).st_size != stream.published.last_size:
                     # a write that failed half way left bytes after the last good block
                     os.ftruncate(stream.fd, stream.published.last_size)
-                index = 0
                 while index < len(records):
-                    rows = isinstance(records[index], dict)
+                    start = stream.published.end
+                    item = records[index]
+                    if isinstance(item, _ColumnBlock):
+                        self._write_block(stream, item.payload, item.count)
+                        index += 1
+                        continue
+                    rows = isinstance(item, dict)
+                    kind = dict if rows else bytes
                     end = index + 1
-                    while end < len(records) and isinstance(records[end], dict) == rows:
+                    while end < len(records) and isinstance(records[end], kind):
                         if rows and end - index >= _ROWS_PER_BLOCK:
                             break
                         end += 1
@@ -855,7 +896,9 @@ class SegmentedLogStore:
                             self._write_block(stream, payload, len(run))
                     index = end
             except OSError as error:
-                return stream.published.end - start, error
+                # a column block is one write: published only once whole; a run of records, one item each, may
+                # have been written in part
+                return index + stream.published.end - start, error
         return len(records), None
 
     def _write_block(self, stream: _Stream, payload: bytes, count: int) -> None:
@@ -979,9 +1022,11 @@ def _safe_text(value: object) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _pending_size(record: bytes | dict[str, Any]) -> int:
-    """What a pending record counts for in the buffer bound (as ``append`` and ``append_rows`` counted it)."""
-    return len(record) + 1 if isinstance(record, bytes) else _row_size(record)
+def _pending_size(item: _Pending) -> int:
+    """What a pending item counts for in the buffer bound (as the append that queued it counted it)."""
+    if isinstance(item, _ColumnBlock):
+        return len(item.payload)
+    return len(item) + 1 if isinstance(item, bytes) else _row_size(item)
 
 
 def _row_size(row: dict[str, Any]) -> int:

@@ -1,0 +1,40 @@
+"""Every request ``edgeplane serve`` answered is in its log store, those answered just before a graceful stop
+included: the edge writes its rows in bulk every 50 ms, and a stop writes what still waits before the store closes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import orjson
+
+from edgeplane.logs.log_store import SegmentedLogStore
+from tests.support.edgeplane import EdgeplaneProcess
+
+BODY = {"jsonrpc": "2.0", "method": "eth_chainId", "params": [], "id": 1}
+
+
+def stored_ray_ids(data_dir: Path) -> list[str]:
+    found = []
+    for partition in sorted((data_dir / "logs").iterdir()):
+        store = SegmentedLogStore(partition, writable=False)
+        position = 0
+        while records := store.read("http_requests", position).records:
+            found.extend(orjson.loads(record)["RayID"] for record in records)
+            position += len(records)
+    return found
+
+
+def test_requests_answered_just_before_a_stop_are_stored(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    service = EdgeplaneProcess(data_dir, extra_args=("--edge-workers", "1")).start()
+    answered = []
+    try:
+        with httpx.Client(timeout=30) as client:
+            for _ in range(40):
+                response = client.post(service.rpc_url(), json=BODY)
+                assert response.status_code == 200
+                answered.append(response.headers["cf-ray"].split("-")[0])
+    finally:
+        assert service.stop() == 0  # at once: the last rows are still waiting for their interval
+    assert sorted(stored_ray_ids(data_dir)) == sorted(answered)

@@ -1,0 +1,257 @@
+"""The request log: an answered request becomes one ``http_requests`` record with every field the edge knows, written
+to the store in bulk as a record batch; rows no batch can hold still reach the store, and a refusing store is
+counted, not raised."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from edgeplane.edge.client_location import ClientLocator
+from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
+from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, RECORDS_REFUSED, Answered, RequestLog
+from edgeplane.edge.runtime import EdgeRuntime
+from edgeplane.logs.datasets import load_dataset
+from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
+from edgeplane.store.snapshot import ZoneRoute
+from edgeplane.waf.firewall import ALLOWED, Match, Verdict
+from tests.support.memory_log_store import MemoryLogStore
+
+ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
+STARTED = 1_700_000_000_000_000_000
+
+
+def edge_request(path: str = "/v1/mainnet", query: bytes = b"", **headers: str) -> EdgeRequest:
+    return EdgeRequest(
+        method="POST",
+        path=path,
+        raw_path=path,
+        query_string=query,
+        headers=[
+            (b"host", b"rpc.example.com"),
+            *((k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()),
+        ],
+        http_version="1.1",
+        client=("198.51.100.4", 40000),
+        server=("127.0.0.1", 8080),
+        content_length=17,
+        body=b'{"jsonrpc":"2.0"}',
+    )
+
+
+RESPONSE = EdgeResponse(200, b'{"jsonrpc":"2.0","id":1,"result":"0x1"}', headers=((b"cf-ray", b"00ab-EDG"),))
+
+
+def emit(log: RequestLog, request: EdgeRequest | None = None, **details: Any) -> None:
+    options: dict[str, Any] = {
+        "request": request or edge_request(),
+        "response": RESPONSE,
+        "ended_ns": time.time_ns(),
+        "ray_id": "00000000000000ab",
+        "started_ns": STARTED,
+        "zone": ZONE,
+        "host": "rpc.example.com",
+        "client_country": "",
+        "client_asn": 0,
+        "verdict": ALLOWED,
+        "origin_status": None,
+        "origin_duration_ms": None,
+        **details,
+    }
+    log.emit(Answered(**options))
+
+
+def test_every_column_is_a_field_of_the_dataset() -> None:
+    names = {field.name for field in load_dataset(HTTP_REQUESTS).fields} | {"ZoneName"}
+    assert set(HTTP_REQUEST_COLUMNS) <= names
+    assert len(set(HTTP_REQUEST_COLUMNS)) == len(HTTP_REQUEST_COLUMNS)
+
+
+def test_the_record_holds_what_the_edge_knows() -> None:
+    store = MemoryLogStore()
+    log = RequestLog(store)  # type: ignore[arg-type]
+    request = edge_request(query=b"a=1", user_agent="web3.py/7", referer="https://app.example/x")
+    emit(log, request, client_country="nz", client_asn=64500, origin_status=200, origin_duration_ms=3)
+    (record,) = store.records[HTTP_REQUESTS]
+    ended = record.pop("EdgeEndTimestamp")
+    assert ended >= STARTED
+    assert record.pop("EdgeTimeToFirstByteMs") == (ended - STARTED) // 1_000_000
+    body_bytes = len(RESPONSE.body)
+    assert record == {
+        "RayID": "00000000000000ab",
+        "ZoneName": "example.com",
+        "ClientIP": "198.51.100.4",
+        "ClientSrcPort": 40000,
+        "ClientRequestHost": "rpc.example.com",
+        "EdgeRequestHost": "rpc.example.com",
+        "ClientRequestMethod": "POST",
+        "ClientRequestPath": "/v1/mainnet",
+        "ClientRequestURI": "/v1/mainnet?a=1",
+        "ClientRequestProtocol": "HTTP/1.1",
+        "ClientRequestScheme": "http",
+        "ClientRequestSource": "eyeball",
+        "ClientRequestUserAgent": "web3.py/7",
+        "ClientRequestReferer": "https://app.example/x",
+        "ClientXRequestedWith": "",
+        "ClientRequestBytes": 17,
+        "EdgeResponseStatus": 200,
+        "EdgeResponseBodyBytes": body_bytes,
+        "EdgeResponseBytes": body_bytes + 128 + len(b"cf-ray") + len(b"00ab-EDG") + 4,
+        "EdgeResponseContentType": "application/json",
+        "EdgeStartTimestamp": STARTED,
+        "EdgeServerIP": "127.0.0.1",
+        "OriginResponseStatus": 200,
+        "OriginResponseDurationMs": 3,
+        "ClientCountry": "nz",
+        "ClientASN": 64500,
+    }
+
+
+def test_what_the_edge_does_not_know_is_missing() -> None:
+    store = MemoryLogStore()
+    log = RequestLog(store)  # type: ignore[arg-type]
+    emit(log, zone=None)
+    (record,) = store.records[HTTP_REQUESTS]
+    for name in ("OriginResponseStatus", "OriginResponseDurationMs", "ClientCountry", "ClientASN", "SecurityAction"):
+        assert name not in record
+    assert record["ZoneName"] == ""
+
+
+def test_a_firewall_match_sets_the_security_fields_of_its_row_only() -> None:
+    store = MemoryLogStore()
+    log = RequestLog(store)  # type: ignore[arg-type]
+    match = Match(
+        rule_id="r1",
+        ruleset_id="s1",
+        ref="r1",
+        description="probe",
+        action="log",
+        source="firewallManaged",
+        phase="http_request_firewall_managed",
+    )
+    emit(log, ray_id="0000000000000001")
+    emit(log, ray_id="0000000000000002", verdict=Verdict(matches=(match,)))
+    first, second = store.records[HTTP_REQUESTS]
+    assert "SecurityAction" not in first
+    assert second["SecurityAction"] == "log"
+    assert second["SecurityRuleIDs"] == ["r1"]
+    (event,) = store.records["firewall_events"]
+    assert event["RayID"] == "0000000000000002"
+    assert event["Action"] == "log"
+
+
+async def test_rows_reach_the_store_in_bulk_within_the_flush_interval() -> None:
+    store = MemoryLogStore()
+    log = RequestLog(store, flush_interval=0.05)  # type: ignore[arg-type]
+    for number in range(5):
+        emit(log, ray_id=f"{number:016x}")
+    await asyncio.sleep(0)  # the answers become rows just after the responses ...
+    assert HTTP_REQUESTS not in store.records  # ... and wait for the interval
+    for number in range(5, 8):
+        emit(log, ray_id=f"{number:016x}")
+    await asyncio.sleep(0.2)
+    assert [record["RayID"] for record in store.records[HTTP_REQUESTS]] == [f"{n:016x}" for n in range(8)]
+    assert store.batches == {HTTP_REQUESTS: 1}
+
+
+async def test_max_rows_writes_at_once() -> None:
+    store = MemoryLogStore()
+    log = RequestLog(store, flush_interval=3600, max_rows=4)  # type: ignore[arg-type]
+    for number in range(4):
+        emit(log, ray_id=f"{number:016x}")
+    await asyncio.sleep(0)
+    assert len(store.records[HTTP_REQUESTS]) == 4
+
+
+async def test_flush_writes_what_waits() -> None:
+    store = MemoryLogStore()
+    log = RequestLog(store, flush_interval=3600)  # type: ignore[arg-type]
+    emit(log)
+    log.flush()
+    assert len(store.records[HTTP_REQUESTS]) == 1
+    await asyncio.sleep(0)  # the collection scheduled by emit finds nothing left
+    log.flush()
+    assert len(store.records[HTTP_REQUESTS]) == 1
+
+
+async def test_rows_go_to_a_real_store_as_one_column_block(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        log = RequestLog(store)
+        emit(log, client_country="nz")
+        emit(log, ray_id="00000000000000ac")
+        log.flush()
+        assert store.flush(timeout=5)
+        batch = store.read_columns(HTTP_REQUESTS, 0)
+        (part,) = batch.parts
+        assert part.num_rows == 2  # type: ignore[union-attr]
+        lines = [orjson.loads(line) for line in store.read(HTTP_REQUESTS, 0).records]
+    assert [line["RayID"] for line in lines] == ["00000000000000ab", "00000000000000ac"]
+    assert lines[0]["ClientCountry"] == "nz"
+    assert "ClientCountry" not in lines[1]
+
+
+def test_a_row_no_batch_holds_is_kept_as_a_line(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        log = RequestLog(store)
+        emit(log, edge_request(path="/v1/\udc80"))  # a lone surrogate: no UTF-8 column takes it
+        assert store.flush(timeout=5)
+        (line,) = store.read(HTTP_REQUESTS, 0).records
+    record = orjson.loads(line)
+    assert record["ClientRequestPath"] == "/v1/\\udc80"
+    assert record["RayID"] == "00000000000000ab"
+
+
+class RefusingStore(MemoryLogStore):
+    def append_columns(self, dataset: str, batch: Any) -> None:
+        raise LogStoreFullError("full")
+
+
+def test_a_refusing_store_is_counted_not_raised() -> None:
+    refused = RECORDS_REFUSED.labels(HTTP_REQUESTS)
+    before = refused._value.get()
+    log = RequestLog(RefusingStore())  # type: ignore[arg-type]
+    emit(log)
+    emit(log)
+    assert refused._value.get() == before + 2
+
+
+async def test_the_edge_runtime_writes_waiting_rows_before_closing_its_store(tmp_path: Path) -> None:
+    store = SegmentedLogStore(tmp_path)
+    log = RequestLog(store, flush_interval=3600)
+    runtime = EdgeRuntime(
+        pools={},
+        gateway=None,  # type: ignore[arg-type]
+        server=None,  # type: ignore[arg-type]
+        log_store=store,
+        request_log=log,
+        locator=ClientLocator(),
+    )
+    emit(log)
+    await asyncio.sleep(0)
+    await runtime.close()
+    (line,) = SegmentedLogStore(tmp_path, writable=False).read(HTTP_REQUESTS, 0).records
+    assert orjson.loads(line)["RayID"] == "00000000000000ab"
+
+
+def test_a_timer_left_by_an_ended_loop_does_not_stop_later_writes() -> None:
+    store = MemoryLogStore()
+    log = RequestLog(store, flush_interval=3600)  # type: ignore[arg-type]
+
+    async def emit_in_a_loop() -> None:
+        emit(log)
+
+    asyncio.run(emit_in_a_loop())  # its timer never runs
+    emit(log)  # outside a loop: written at once, with the row left waiting
+    assert len(store.records[HTTP_REQUESTS]) == 2
+
+    async def emit_and_wait() -> None:
+        log.flush_interval = 0.01
+        emit(log)
+        await asyncio.sleep(0.1)
+
+    asyncio.run(emit_and_wait())
+    assert len(store.records[HTTP_REQUESTS]) == 3
