@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import multiprocessing
@@ -507,23 +508,32 @@ def measure(
     warmup_seconds: float,
     client: str,
     progress: bool,
+    together: bool = False,
 ) -> dict[Target, Summary]:
-    """Alternating rounds (direct first, then gateway first, ...) at one concurrency."""
+    """Alternating rounds (direct first, then gateway first, ...) at one concurrency. With ``together`` every round
+    loads all targets at once, each from its own load generator: on targets sharing a CPU, whatever else slows the
+    machine during a round slows them alike, and the scheduler shares the CPU, so the one that costs more per
+    request serves fewer."""
     results: dict[Target, list[RoundResult]] = {target: [] for target in urls}
     order = list(urls)
-    for index in range(rounds):
-        for target in order if index % 2 == 0 else reversed(order):
-            spec = RoundSpec(urls[target], bodies, concurrency, warmup_seconds, seconds, pids, client)
-            result = run_round(spec)
-            results[target].append(result)
-            if progress:
-                print(
-                    f"  round {index + 1}/{rounds} c={concurrency:<3} {target:<8}"
-                    f" {result.requests_per_second:9.0f} req/s  p50 {result.p50_ms:7.3f} ms"
-                    f"  p99 {result.p99_ms:7.3f} ms  errors {result.errors}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(urls) if together else 1) as pool:
+        for index in range(rounds):
+            targets = order if index % 2 == 0 else order[::-1]
+            specs = [
+                RoundSpec(urls[target], bodies, concurrency, warmup_seconds, seconds, pids, client)
+                for target in targets
+            ]
+            answers = list(pool.map(run_round, specs))  # one worker: one round after the other
+            for target, result in zip(targets, answers, strict=True):
+                results[target].append(result)
+                if progress:
+                    print(
+                        f"  round {index + 1}/{rounds} c={concurrency:<3} {target:<8}"
+                        f" {result.requests_per_second:9.0f} req/s  p50 {result.p50_ms:7.3f} ms"
+                        f"  p99 {result.p99_ms:7.3f} ms  errors {result.errors}{'  (together)' if together else ''}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     return {target: summarise(rounds_of) for target, rounds_of in results.items()}
 
 

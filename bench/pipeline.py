@@ -670,8 +670,7 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
             pids[f"logs-on child {child}"] = child
         by_concurrency: dict[str, Any] = {}
         for concurrency in args.concurrency:
-            measure = _measure_paired if args.paired else loadgen.measure
-            summaries = measure(
+            summaries = loadgen.measure(
                 urls,
                 (body,),
                 pids,
@@ -681,6 +680,7 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
                 warmup_seconds=args.warmup,
                 client="raw",
                 progress=progress,
+                together=args.paired,
             )
             on, off = summaries["logs-on"], summaries["logs-off"]
             on_cpu = _cpu_per_request(on, "logs-on")
@@ -703,41 +703,6 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         if stored == 0 or stored_off != 0:
             raise RuntimeError(f"records stored: {stored} with logs on, {stored_off} with logs off")
     return {"concurrency": by_concurrency, "records_stored": {"logs-on": stored, "logs-off": stored_off}}
-
-
-def _measure_paired(
-    urls: dict[str, str],
-    bodies: tuple[bytes, ...],
-    pids: dict[str, int],
-    *,
-    concurrency: int,
-    rounds: int,
-    seconds: float,
-    warmup_seconds: float,
-    client: str,
-    progress: bool,
-) -> dict[str, Any]:
-    """Like ``loadgen.measure``, but every round loads all targets at once, each from its own load generator: with
-    the targets on the same CPU (``--pin``), whatever else slows the machine down during a round slows both alike,
-    and the CPU is shared between them by the scheduler, so the one that costs more per request serves fewer."""
-    results: dict[str, list[Any]] = {target: [] for target in urls}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(urls)) as pool:
-        for index in range(rounds):
-            specs = {
-                target: loadgen.RoundSpec(url, bodies, concurrency, warmup_seconds, seconds, pids, client)
-                for target, url in urls.items()
-            }
-            futures = {target: pool.submit(loadgen.run_round, spec) for target, spec in specs.items()}
-            for target, future in futures.items():
-                result = future.result()
-                results[target].append(result)
-                _say(
-                    progress,
-                    f"  round {index + 1}/{rounds} c={concurrency:<3} {target:<8} (paired)"
-                    f" {result.requests_per_second:9.0f} req/s  p50 {result.p50_ms:7.3f} ms"
-                    f"  p99 {result.p99_ms:7.3f} ms",
-                )
-    return {target: loadgen.summarise(rounds_of) for target, rounds_of in results.items()}
 
 
 def _children(pid: int | None) -> list[int]:

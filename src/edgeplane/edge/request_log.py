@@ -207,7 +207,7 @@ def _row(answer: Answered) -> tuple[Any, ...]:
         request.method,
         path,
         path + "?" + query.decode("latin-1") if query else path,
-        _PROTOCOLS.get(request.http_version) or f"HTTP/{request.http_version}",
+        _protocol(request.http_version),
         user_agent.decode("latin-1") if user_agent else "",
         referer.decode("latin-1") if referer else "",
         requested_with.decode("latin-1") if requested_with else "",
@@ -268,7 +268,7 @@ def _events(answer: Answered) -> list[dict[str, Any]]:
         "ClientRequestMethod": request.method,
         "ClientRequestPath": request.path,
         "ClientRequestQuery": request.query_string.decode("latin-1"),
-        "ClientRequestProtocol": f"HTTP/{request.http_version}",
+        "ClientRequestProtocol": _protocol(request.http_version),
         "ClientRequestScheme": "http",
         "ClientRequestUserAgent": _text(request.header(b"user-agent")),
         "ClientRefererHost": referer_host if rest else "",
@@ -288,6 +288,10 @@ def _events(answer: Answered) -> list[dict[str, Any]]:
     return firewall_event_records(
         answer.verdict, common, datetime_ns=answer.started_ns, edge_status=answer.response.status
     )
+
+
+def _protocol(http_version: str) -> str:
+    return _PROTOCOLS.get(http_version) or f"HTTP/{http_version}"
 
 
 def _text(value: bytes | None) -> str:
