@@ -75,6 +75,31 @@ class NetworkSettings(BaseModel):
     upstreams: list[UpstreamSettings] = Field(default_factory=list)
 
 
+class ResponseCacheSettings(BaseModel):
+    """The gateway's cache of read answers, kept per head block (see ``gateway/response_cache.py``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    max_head_age_seconds: float = Field(
+        default=0.05,
+        ge=0,
+        le=60,
+        description="how long a read of the head block vouches for cached answers; 0 reads it for every answer",
+    )
+    write_settle_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=600,
+        description="after a write, how long every cached answer waits for a head read, unless a new head comes first",
+    )
+    head_read_timeout_seconds: float = Field(
+        default=2.0, gt=0, description="how long one node may take to tell its head"
+    )
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=0, description="answers kept per network and edge worker")
+    max_entry_bytes: int = Field(default=1024 * 1024, ge=0, description="larger answers are not kept")
+
+
 class GatewaySettings(BaseModel):
     """Request handling and upstream behaviour of the gateway."""
 
@@ -94,6 +119,7 @@ class GatewaySettings(BaseModel):
     trace_filter_concurrency: int = Field(
         default=4, ge=1, description="upstream calls in flight while synthesising trace_filter"
     )
+    cache: ResponseCacheSettings = Field(default_factory=ResponseCacheSettings)
 
 
 class DevChainSettings(BaseModel):

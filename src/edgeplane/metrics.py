@@ -34,6 +34,13 @@ UPSTREAM_HEALTHY = Gauge(
     multiprocess_mode="max",
 )
 
+GATEWAY_CACHE_LOOKUPS = Counter(
+    "edgeplane_gateway_cache_lookups_total",
+    "Single requests of cacheable methods by network and what the response cache did: hit (answered from the cache), "
+    "miss (asked a node, and kept the answer if it could), bypass (asked a node: the request names the pending block, "
+    "or the head block could not be read).",
+    ["network", "result"],
+)
 UPSTREAM_HEAD = Gauge(
     "edgeplane_upstream_head_block",
     "The latest head block number seen from the node.",

@@ -22,9 +22,16 @@ def two_nodes() -> Iterator[tuple[AnvilNode, AnvilNode]]:
         yield first, second
 
 
-def test_stopping_one_node_fails_no_request(two_nodes: tuple[AnvilNode, AnvilNode], tmp_path: Path) -> None:
+@pytest.mark.parametrize("cache", [True, False], ids=["with-cache", "without-cache"])
+def test_stopping_one_node_fails_no_request(
+    two_nodes: tuple[AnvilNode, AnvilNode], tmp_path: Path, cache: bool
+) -> None:
+    """Without the response cache every request goes to a node; with it, the head reads and the misses do."""
     first, second = two_nodes
     upstreams = (f"mainnet={first.url}", f"mainnet={second.url}")
+    if not cache:
+        (tmp_path / "data").mkdir()
+        (tmp_path / "data" / "edgeplane.toml").write_text("[gateway.cache]\nenabled = false\n")
     with EdgeplaneProcess(tmp_path / "data", upstreams=upstreams) as edge:
         failures: list[str] = []
         answered = 0

@@ -305,6 +305,7 @@ CALL = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 class Answer:
     status: int
     body: bytes
+    cache_status: str = "dynamic"
 
 
 class FakeGateway:

@@ -60,6 +60,7 @@ def emit(log: RequestLog, request: EdgeRequest | None = None, **details: Any) ->
         "verdict": ALLOWED,
         "origin_status": None,
         "origin_duration_ms": None,
+        "cache_status": "dynamic",
         **details,
     }
     log.emit(Answered(**options))
@@ -108,6 +109,7 @@ def test_the_record_holds_what_the_edge_knows() -> None:
         "OriginResponseDurationMs": 3,
         "ClientCountry": "nz",
         "ClientASN": 64500,
+        "CacheCacheStatus": "dynamic",
     }
 
 

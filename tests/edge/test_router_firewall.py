@@ -24,6 +24,7 @@ HOST = "rpc.example.com"
 class Answer:
     status: int
     body: bytes
+    cache_status: str = "dynamic"
 
 
 class FakeGateway:

@@ -68,6 +68,7 @@ HTTP_REQUEST_COLUMNS: Final = (
     "OriginResponseDurationMs",
     "ClientCountry",
     "ClientASN",
+    "CacheCacheStatus",
 )
 # Fields every row has the same value of, added per batch rather than per row.
 HTTP_REQUEST_CONSTANTS: Final = {"ClientRequestScheme": "http", "ClientRequestSource": "eyeball"}
@@ -107,6 +108,7 @@ class Answered(NamedTuple):
     verdict: Verdict
     origin_status: int | None  # None: the request never reached an upstream
     origin_duration_ms: int | None
+    cache_status: str  # the gateway's response cache: hit, miss, bypass, dynamic; unknown when not asked
 
 
 class RequestLog:
@@ -224,6 +226,7 @@ def _row(answer: Answered) -> tuple[Any, ...]:
         answer.origin_duration_ms,
         answer.client_country or None,
         answer.client_asn or None,
+        answer.cache_status,
     )
 
 

@@ -129,8 +129,13 @@ class EdgeRouter:
         if self.request_log is None:
             return EdgeResponse(answer.status, answer.body)
         response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
-        origin_ms = (time.time_ns() - started_ns) // 1_000_000
-        self._emit(request, response, ray_id, started_ns, location, verdict, answer.status, origin_ms)
+        if answer.cache_status == "hit":
+            self._emit(request, response, ray_id, started_ns, location, verdict, cache_status="hit")
+        else:
+            origin_ms = (time.time_ns() - started_ns) // 1_000_000
+            self._emit(
+                request, response, ray_id, started_ns, location, verdict, answer.status, origin_ms, answer.cache_status
+            )
         return response
 
     def _emit(
@@ -143,6 +148,7 @@ class EdgeRouter:
         verdict: Verdict = ALLOWED,
         origin_status: int | None = None,
         origin_duration_ms: int | None = None,
+        cache_status: str = "unknown",
     ) -> None:
         """Hands the answered request to the request log (which must be set), with what the router found."""
         assert self.request_log is not None
@@ -161,6 +167,7 @@ class EdgeRouter:
                 verdict,
                 origin_status,
                 origin_duration_ms,
+                cache_status,
             )
         )
 

@@ -28,6 +28,7 @@ class MethodPolicy:
     supported: frozenset[str]
     unsupported: tuple[str, ...]
     non_idempotent: frozenset[str]
+    cacheable: frozenset[str]
     limits: GatewayLimits
 
     def allows(self, method: str) -> bool:
@@ -48,11 +49,18 @@ def parse_method_policy(data: dict[str, Any]) -> MethodPolicy:
     overlap = supported.intersection(unsupported)
     if overlap:
         raise ValueError(f"methods both supported and unsupported: {sorted(overlap)}")
+    non_idempotent = frozenset(str(name) for name in data.get("non_idempotent", []))
+    cacheable = frozenset(str(name) for name in data.get("cacheable", []))
+    if not cacheable <= supported - non_idempotent:
+        raise ValueError(
+            f"cacheable methods must be supported reads: {sorted(cacheable - (supported - non_idempotent))}"
+        )
     limits = data["limits"]
     return MethodPolicy(
         supported=supported,
         unsupported=unsupported,
-        non_idempotent=frozenset(str(name) for name in data.get("non_idempotent", [])),
+        non_idempotent=non_idempotent,
+        cacheable=cacheable,
         limits=GatewayLimits(
             eth_get_logs_max_block_range=int(limits["eth_getLogs_max_block_range"]),
             eth_fee_history_max_block_count=int(limits["eth_feeHistory_max_block_count"]),

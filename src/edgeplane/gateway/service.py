@@ -35,6 +35,7 @@ from edgeplane.gateway.jsonrpc import (
 )
 from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs
 from edgeplane.gateway.policy import MethodPolicy
+from edgeplane.gateway.response_cache import CacheStatus, ResponseCache
 from edgeplane.gateway.trace_filter import TraceFilterService
 from edgeplane.gateway.upstream_pool import UpstreamPool
 
@@ -50,10 +51,12 @@ class UnknownNetwork(GatewayError):
 
 @dataclass(frozen=True, slots=True)
 class GatewayResponse:
-    """What the edge sends back: an HTTP status and a JSON body."""
+    """What the edge sends back: an HTTP status and a JSON body; and whether the response cache answered
+    (``dynamic``: not a request the cache keeps)."""
 
     status: int
     body: bytes
+    cache_status: CacheStatus = "dynamic"
 
 
 class Gateway:
@@ -64,6 +67,11 @@ class Gateway:
         self.pools = dict(pools)
         self.settings = settings
         self._traces = TraceFilterService(policy.limits, concurrency=settings.trace_filter_concurrency)
+        self.caches = (
+            {network: ResponseCache(pool, settings.cache) for network, pool in self.pools.items()}
+            if settings.cache.enabled
+            else {}
+        )
         known = policy.supported | set(policy.unsupported)
         self._metric_names = frozenset(known)
         # Labelled children are looked up once: prometheus_client's labels() costs more than the increment.
@@ -112,14 +120,33 @@ class Gateway:
                 answer = encode(result_object(request.id, traces))
             else:
                 await self._check_limits(pool, request)
+                cache = self.caches.get(pool.network)
+                if cache is not None and method in self.policy.cacheable:
+                    cached = await cache.answer(request, body)
+                    self._count(pool.network, method, "answered")
+                    return GatewayResponse(200, cached.body, cached.status)
                 # The checked body goes to the node unchanged, so the node echoes the caller's id itself.
-                answer = await pool.forward(body, idempotent=method not in self.policy.non_idempotent)
+                answer = await self._forward(pool, method, body)
         except GatewayError as error:
             self._count(pool.network, method, _outcome(error))
             status = 200 if isinstance(error, UpstreamRejected) else error.http_status
             return GatewayResponse(status, encode(error_object(request.id, error)))
         self._count(pool.network, method, "answered")
         return GatewayResponse(200, answer)
+
+    async def _forward(self, pool: UpstreamPool, method: str, body: bytes) -> bytes:
+        if method not in self.policy.non_idempotent:
+            return await pool.forward(body, idempotent=True)
+        try:
+            return await pool.forward(body, idempotent=False)
+        finally:
+            # The write may have changed what every cached answer says, whether or not its answer came back.
+            self._forget_head(pool)
+
+    def _forget_head(self, pool: UpstreamPool) -> None:
+        cache = self.caches.get(pool.network)
+        if cache is not None:
+            cache.forget_head()
 
     def _check_policy(self, method: str) -> None:
         if not self.policy.allows(method):
@@ -163,6 +190,9 @@ class Gateway:
                 results = await pool.execute(lambda node: node.call_batch(calls), idempotent=idempotent)
             except GatewayError as error:
                 results = [error] * len(calls)
+            finally:
+                if not idempotent:
+                    self._forget_head(pool)
             for index, request, result in zip(forwarded, requests, results, strict=True):
                 assert isinstance(request, RpcRequest)
                 if isinstance(result, GatewayError):

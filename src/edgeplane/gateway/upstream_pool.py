@@ -75,11 +75,7 @@ class UpstreamPool:
             try:
                 result = await operation(node)
             except UpstreamTransportError as exc:
-                metrics.UPSTREAM_ERRORS.labels(self.network, node.label).inc()
-                if node.health.healthy:
-                    log.warning("upstream failed", network=self.network, upstream=node.label, error=str(exc))
-                node.record_failure(str(exc))
-                metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(0)
+                self._failed(node, exc)
                 continue
             except UpstreamRejected:
                 self._answered(node, started)
@@ -90,6 +86,36 @@ class UpstreamPool:
             f"no upstream node of network {self.network!r} could answer "
             f"({len(attempts)} attempt{'s' if len(attempts) != 1 else ''})"
         )
+
+    async def ask_each(self, operation: Callable[[UpstreamNode], Awaitable[T]]) -> list[tuple[UpstreamNode, T]]:
+        """Runs ``operation`` once on every healthy node (on every node when none is healthy), concurrently.
+
+        Returns the nodes that answered, with their answers; a node's transport failure is recorded as in
+        ``execute`` and leaves it out, and so does its JSON-RPC error.
+        """
+        nodes = [node for node in self.nodes if node.health.healthy] or list(self.nodes)
+
+        async def ask(node: UpstreamNode) -> tuple[UpstreamNode, T] | None:
+            started = time.perf_counter()
+            try:
+                answer = await operation(node)
+            except UpstreamTransportError as exc:
+                self._failed(node, exc)
+                return None
+            except UpstreamRejected:
+                self._answered(node, started)
+                return None
+            self._answered(node, started)
+            return node, answer
+
+        return [answer for answer in await asyncio.gather(*(ask(node) for node in nodes)) if answer is not None]
+
+    def _failed(self, node: UpstreamNode, exc: UpstreamTransportError) -> None:
+        metrics.UPSTREAM_ERRORS.labels(self.network, node.label).inc()
+        if node.health.healthy:
+            log.warning("upstream failed", network=self.network, upstream=node.label, error=str(exc))
+        node.record_failure(str(exc))
+        metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(0)
 
     def _answered(self, node: UpstreamNode, started: float) -> None:
         histogram = self._latency.get(node.label)

@@ -1,0 +1,194 @@
+"""The gateway's response cache: answers to reads, kept for as long as the chain's head block stays the same.
+
+What a read returns depends on the head block: ``eth_call`` at ``latest``, ``eth_blockNumber``, a block by number.
+So every answer kept here belongs to one head (its number and hash), and all of them are dropped together when the
+head moves on, or is replaced by a reorganisation at the same height. Before it answers from the cache the gateway
+makes sure it knows the head as of at most ``max_head_age_seconds`` ago: when its knowledge is older, the request
+that needs it reads the head from the nodes (``eth_getBlockByNumber("latest")``) and every request arriving
+meanwhile waits for that one read. An answer from the cache is therefore never older than that age plus one round
+trip. After a request that changes state (``eth_sendRawTransaction``, alone or in a batch) the head is read again
+before every answer from the cache, until a new head arrives (or ``write_settle_seconds`` pass): a client that
+writes through this edge worker and waits for its receipt reads its write, even from a node that mines at once. A
+write sent to the node some other way, or through another edge worker, is seen within ``max_head_age_seconds``, as
+it would be through a pool of nodes a few milliseconds apart.
+
+What is kept: successful, non-null answers to the single requests of the methods the policy marks ``cacheable``,
+from a node that is at the head (in a pool of several nodes, a node behind the others does not fill the cache).
+Never kept: errors (a node's own or the gateway's), ``null`` results (a transaction not yet mined, a block not yet
+made), any request that names the ``pending`` block, batches, and answers larger than ``max_entry_bytes``. When
+the head cannot be read (every node down), nothing is answered from the cache and the request goes to the pool,
+which answers as it would without a cache.
+
+Written here rather than taken from a caching library because the policy is the chain's, not a clock's: entries
+have no time to live, only a head to belong to, and the head check must be shared by every concurrent request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import orjson
+import structlog
+from prometheus_client import Counter
+
+from edgeplane import metrics
+from edgeplane.config import ResponseCacheSettings
+from edgeplane.gateway.jsonrpc import RpcRequest
+from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
+from edgeplane.gateway.upstream_pool import UpstreamPool
+
+log = structlog.get_logger(__name__)
+
+# What the log's ``CacheCacheStatus`` field says of an answer (the values the dataset defines).
+CacheStatus = Literal["hit", "miss", "bypass", "dynamic"]
+_PENDING: Final = b'"pending"'
+_ANSWER_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+_ANSWER_RESULT: Final = b',"result":'
+
+
+@dataclass(frozen=True, slots=True)
+class HeadBlock:
+    """The chain's head as one node reported it."""
+
+    number: int
+    hash: str
+
+
+class _Generation:
+    """The answers kept for one head block. A new head makes a new generation; the old one is dropped whole."""
+
+    __slots__ = ("entries", "head", "size")
+
+    def __init__(self, head: HeadBlock) -> None:
+        self.head = head
+        self.entries: dict[bytes, bytes] = {}
+        self.size = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CachedAnswer:
+    """The body of an answer, and whether the cache gave it."""
+
+    body: bytes
+    status: CacheStatus
+
+
+class ResponseCache:
+    """The answers of one network's pool, for the current head block."""
+
+    def __init__(self, pool: UpstreamPool, settings: ResponseCacheSettings) -> None:
+        self.pool = pool
+        self.settings = settings
+        self._generation: _Generation | None = None
+        self._confirmed_at = float("-inf")
+        self._settling_until = float("-inf")
+        # Nodes whose head was the cache's head at the last read; only their answers are kept.
+        self._in_step: frozenset[str] = frozenset()
+        self._reading: asyncio.Future[_Generation | None] | None = None
+        self._lookups: dict[CacheStatus, Counter] = {
+            status: metrics.GATEWAY_CACHE_LOOKUPS.labels(pool.network, status) for status in ("hit", "miss", "bypass")
+        }
+
+    def forget_head(self) -> None:
+        """After a write: the head is read again before every answer from the cache until the head moves on (the
+        block holding the write, most likely) or ``write_settle_seconds`` pass, whichever comes first."""
+        self._confirmed_at = float("-inf")
+        self._settling_until = time.monotonic() + self.settings.write_settle_seconds
+
+    async def answer(self, request: RpcRequest, body: bytes) -> CachedAnswer:
+        """The answer to ``request`` (whose raw ``body`` goes to the node on a miss), from the cache or the pool.
+
+        Raises what ``UpstreamPool.forward`` raises when no node can answer.
+        """
+        key = request.method.encode() + orjson.dumps(request.params)
+        if _PENDING in key:
+            self._lookups["bypass"].inc()
+            return CachedAnswer(await self.pool.forward(body, idempotent=True), "bypass")
+        generation = await self._current_generation()
+        if generation is None:
+            self._lookups["bypass"].inc()
+            return CachedAnswer(await self.pool.forward(body, idempotent=True), "bypass")
+        kept = generation.entries.get(key)
+        if kept is not None:
+            self._lookups["hit"].inc()
+            return CachedAnswer(_ANSWER_HEAD + orjson.dumps(request.id) + _ANSWER_RESULT + kept + b"}", "hit")
+        self._lookups["miss"].inc()
+        in_step = self._in_step
+
+        async def post(node: UpstreamNode) -> tuple[bytes, bool]:
+            return await node.post(body, idempotent=True), node.label in in_step
+
+        answer, from_head = await self.pool.execute(post)
+        if from_head and self._generation is generation:
+            self._keep(generation, key, answer)
+        return CachedAnswer(answer, "miss")
+
+    def _keep(self, generation: _Generation, key: bytes, answer: bytes) -> None:
+        try:
+            document = orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(document, dict) or document.get("error") is not None:
+            return
+        result = document.get("result")
+        if result is None:
+            return
+        kept = orjson.dumps(result)
+        size = len(key) + len(kept)
+        if size > self.settings.max_entry_bytes:
+            return
+        entries = generation.entries
+        while entries and generation.size + size > self.settings.max_bytes:
+            # The oldest answers go first; a generation rarely lives longer than a block.
+            oldest = next(iter(entries))
+            generation.size -= len(oldest) + len(entries.pop(oldest))
+        entries[key] = kept
+        generation.size += size
+
+    async def _current_generation(self) -> _Generation | None:
+        now = time.monotonic()
+        if now - self._confirmed_at <= self.settings.max_head_age_seconds and now >= self._settling_until:
+            return self._generation
+        reading = self._reading
+        if reading is None:
+            # One read for every request that arrives while it runs; a caller that goes away does not cancel it.
+            reading = self._reading = asyncio.ensure_future(self._read_head())
+            reading.add_done_callback(self._read_done)
+        return await asyncio.shield(reading)
+
+    def _read_done(self, reading: asyncio.Future[_Generation | None]) -> None:
+        if self._reading is reading:
+            self._reading = None
+
+    async def _read_head(self) -> _Generation | None:
+        """Reads every answering node's head; the highest is the cache's head. None when no node answered."""
+        started = time.monotonic()
+        timeout = self.settings.head_read_timeout_seconds
+
+        async def read(node: UpstreamNode) -> HeadBlock:
+            block = await node.call("eth_getBlockByNumber", ["latest", False], timeout_seconds=timeout, idempotent=True)
+            try:
+                head = HeadBlock(int(str(block["number"]), 16), str(block["hash"]))
+            except (TypeError, KeyError, ValueError):
+                raise UpstreamTransportError(f"{node.label}: the latest block has no number and hash") from None
+            node.record_head(head.number)
+            return head
+
+        known = await self.pool.ask_each(read)
+        if not known:
+            if self._generation is not None:
+                log.warning("response cache emptied: no node told its head", network=self.pool.network)
+            self._generation = None
+            self._confirmed_at = float("-inf")
+            return None
+        top = max(head.number for _, head in known)
+        head = next(head for _, head in known if head.number == top)
+        if self._generation is None or self._generation.head != head:
+            self._generation = _Generation(head)
+            self._settling_until = float("-inf")
+        self._in_step = frozenset(node.label for node, found in known if found == head)
+        self._confirmed_at = started
+        return self._generation
