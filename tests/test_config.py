@@ -86,6 +86,17 @@ def test_config_file_in_the_data_directory_is_read(tmp_path: Path) -> None:
     assert load_settings(overrides={"data_dir": data_dir}).api_port == 9555
 
 
+def test_the_response_cache_is_on_by_default_and_can_be_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = load_settings().gateway.cache
+    assert (cache.enabled, cache.max_head_age_seconds, cache.write_settle_seconds) == (True, 0.05, 2.0)
+    off = write(tmp_path / "off.toml", "[gateway.cache]\nenabled = false\n")
+    assert not load_settings(config_file=off).gateway.cache.enabled
+    monkeypatch.setenv("EDGEPLANE_GATEWAY__CACHE__MAX_HEAD_AGE_SECONDS", "0")
+    assert load_settings().gateway.cache.max_head_age_seconds == 0
+
+
 def test_config_file_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEPLANE_CONFIG", str(write(tmp_path / "x.toml", "edge_port = 9666\n")))
     assert load_settings().edge_port == 9666
@@ -99,6 +110,8 @@ def test_config_file_from_the_environment(tmp_path: Path, monkeypatch: pytest.Mo
         ("[networks.mainnet]\nupstreams = [{ url = 'ftp://x' }]\n", "http:// or https://"),
         ("[networks.mainnet]\nupstreams = [{ url = 'http://x', trace_filter = 'maybe' }]\n", "trace_filter"),
         ("[gateway]\nmax_batch_size = 0\n", "max_batch_size"),
+        ("[gateway.cache]\nmax_head_age_seconds = -1\n", "max_head_age_seconds"),
+        ("[gateway.cache]\nttl = 5\n", "ttl"),
         ("this is not toml", "cannot read settings"),
     ],
 )

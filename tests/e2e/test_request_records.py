@@ -4,6 +4,7 @@ included: the edge writes its rows in bulk every 50 ms, and a stop writes what s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -14,15 +15,19 @@ from tests.support.edgeplane import EdgeplaneProcess
 BODY = {"jsonrpc": "2.0", "method": "eth_chainId", "params": [], "id": 1}
 
 
-def stored_ray_ids(data_dir: Path) -> list[str]:
+def stored_records(data_dir: Path) -> list[dict[str, Any]]:
     found = []
     for partition in sorted((data_dir / "logs").iterdir()):
         store = SegmentedLogStore(partition, writable=False)
         position = 0
         while records := store.read("http_requests", position).records:
-            found.extend(orjson.loads(record)["RayID"] for record in records)
+            found.extend(orjson.loads(record) for record in records)
             position += len(records)
     return found
+
+
+def stored_ray_ids(data_dir: Path) -> list[str]:
+    return [record["RayID"] for record in stored_records(data_dir)]
 
 
 def test_requests_answered_just_before_a_stop_are_stored(tmp_path: Path) -> None:
@@ -38,3 +43,23 @@ def test_requests_answered_just_before_a_stop_are_stored(tmp_path: Path) -> None
     finally:
         assert service.stop() == 0  # at once: the last rows are still waiting for their interval
     assert sorted(stored_ray_ids(data_dir)) == sorted(answered)
+
+
+def test_records_tell_what_the_response_cache_did(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    service = EdgeplaneProcess(data_dir, extra_args=("--edge-workers", "1")).start()
+    statuses: dict[str, str] = {}
+    try:
+        with httpx.Client(timeout=30) as client:
+            for method in ("eth_chainId", "eth_chainId", "eth_syncing"):
+                body = {"jsonrpc": "2.0", "method": method, "params": [], "id": 1}
+                response = client.post(service.rpc_url(), json=body)
+                assert response.status_code == 200
+                statuses[response.headers["cf-ray"].split("-")[0]] = method
+    finally:
+        assert service.stop() == 0
+    records = {record["RayID"]: record for record in stored_records(data_dir)}
+    found = [
+        (statuses[ray], records[ray]["CacheCacheStatus"], records[ray].get("OriginResponseStatus")) for ray in statuses
+    ]
+    assert found == [("eth_chainId", "miss", 200), ("eth_chainId", "hit", None), ("eth_syncing", "dynamic", 200)]

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeplane.rules import RequestFields, compile_expression
+from edgeplane.waf import multipattern
 from edgeplane.waf.firewall import Firewall, compile_firewall, deploy_managed_rulesets
 from edgeplane.waf.multipattern import PatternIndex
 
@@ -99,3 +100,29 @@ def test_invalid_utf8_is_searched_as_bytes() -> None:
     assert candidates
     assert FIREWALL.evaluate(request) == without_index(FIREWALL).evaluate(request)
     assert FIREWALL.evaluate(request).blocked
+
+
+def test_remembered_searches_find_what_a_fresh_search_finds(monkeypatch: Any) -> None:
+    monkeypatch.setattr(multipattern, "MEMO_ENTRIES", 2)  # so that the memory fills and starts again
+    expressions = ['lower(http.request.uri.query) matches "a+b"', 'http.user_agent contains "zz"']
+
+    def index() -> PatternIndex:
+        return PatternIndex((serial, compile_expression(text).prefilter) for serial, text in enumerate(expressions))
+
+    long_query = "q" * (multipattern.MEMO_MAX_VALUE_LENGTH + 1) + "ab"
+    requests = [
+        fields(query, "", agent, "")
+        for query, agent in [
+            ("xAAB", "zz"),
+            ("none", "zz"),
+            ("xAAB", "curl"),
+            (long_query, "zz"),
+            ("other", "curl"),
+            ("xAAB", "zz"),
+            (long_query, "zzz"),
+        ]
+    ]
+    remembering = index()
+    assert [remembering.candidates(request) for request in requests] == [
+        index().candidates(request) for request in requests
+    ]

@@ -2,8 +2,9 @@
 firewall match, appended to the log store.
 
 Built from what the edge knows when it answers: the client, the request line and headers, the zone, the response
-and its timings. Fields the edge cannot know (bot scores, TLS details, cache status) are left out of the record and
-appear as the dataset's missing values in the output. ``ClientCountry`` and ``ClientASN`` are what the router
+and its timings, and what the gateway's response cache did (``CacheCacheStatus``). Fields the edge cannot know (bot
+scores, TLS details) are left out of the record and appear as the dataset's missing values in the output.
+``ClientCountry`` and ``ClientASN`` are what the router
 found for the client (``edgeplane.edge.client_location``: a trusted header or a MaxMind database). A request the
 firewall matched has its ``Security*`` fields set and one ``firewall_events`` record per match
 (``edgeplane.waf.events``), sharing its ``RayID``.

@@ -8,6 +8,12 @@ patterns go into one ``re2.Set``, and per request each input is searched once fo
 rules whose pattern was found (the *candidates*) have their expression evaluated. A request that matches nothing
 costs one RE2 pass per input instead of one regular expression per rule.
 
+Inputs repeat from request to request (the same user agents, paths, content types), so each group remembers what
+its set found in the last ``MEMO_ENTRIES`` short values it searched: a search is a pure function of the value, and a
+dictionary look-up costs far less than encoding the value and running RE2 over it. The memory is bounded (values
+longer than ``MEMO_MAX_VALUE_LENGTH`` are not remembered; a full memory starts again empty) and belongs to the
+compiled index, so a configuration change starts it afresh.
+
 A pattern ``re2.Set`` refuses (it accepts less than a standalone RE2 does in rare cases), or a group whose set cannot
 be compiled within the memory budget, leaves its rules unindexed: they are evaluated on every request, as rules
 without a prefilter are.
@@ -22,6 +28,9 @@ import re2
 
 # Memory for one group's compiled set; RE2's default (8 MiB) is too small for a hundred signatures on one input.
 SET_MAX_MEMORY = 64 << 20
+# What each group remembers of the values it searched (see the module docstring).
+MEMO_ENTRIES = 512
+MEMO_MAX_VALUE_LENGTH = 512
 
 
 class Prefilter(Protocol):
@@ -43,7 +52,9 @@ class PatternIndex:
         groups: dict[str, list[tuple[int, Prefilter]]] = {}
         for serial, prefilter in prefilters:
             groups.setdefault(prefilter.key, []).append((serial, prefilter))
-        self._groups: list[tuple[Callable[[Any], Sequence[str]], Any, tuple[int, ...], bool]] = []
+        self._groups: list[
+            tuple[Callable[[Any], Sequence[str]], Any, tuple[int, ...], bool, dict[str, tuple[int, ...]]]
+        ] = []
         indexed: set[int] = set()
         for members in groups.values():
             options = re2.Options()
@@ -64,7 +75,7 @@ class PatternIndex:
                 continue
             # Absent inputs (no cookie, no Referer) are empty strings: searched only when a pattern can match one.
             skip_empty = not pattern_set.Match("")
-            self._groups.append((members[0][1].values, pattern_set, tuple(serials), skip_empty))
+            self._groups.append((members[0][1].values, pattern_set, tuple(serials), skip_empty, {}))
             indexed.update(serials)
         self.indexed: frozenset[int] = frozenset(indexed)
 
@@ -78,14 +89,25 @@ class PatternIndex:
         not a candidate cannot match. Raises whatever reading the request's values raises (nothing, for
         ``edgeplane.rules.RequestFields``)."""
         found: set[int] = set()
-        for values, pattern_set, serials, skip_empty in self._groups:
+        for values, pattern_set, serials, skip_empty, memo in self._groups:
             for value in values(request):
                 if skip_empty and not value:
                     continue
-                # Values hold a request's invalid UTF-8 as lone surrogates (surrogateescape): encoded back to its
-                # bytes, which RE2 searches as they are; re2's own str encoding would raise on them.
-                matched = pattern_set.Match(value.encode("utf-8", "surrogateescape"))  # None when nothing matches
-                if matched:
-                    for position in matched:
-                        found.add(serials[position])
+                hits = memo.get(value)
+                if hits is None:
+                    hits = _search(pattern_set, serials, value)
+                    if len(value) <= MEMO_MAX_VALUE_LENGTH:
+                        if len(memo) >= MEMO_ENTRIES:
+                            memo.clear()
+                        memo[value] = hits
+                if hits:
+                    found.update(hits)
         return found
+
+
+def _search(pattern_set: Any, serials: tuple[int, ...], value: str) -> tuple[int, ...]:
+    """The serials of the set's patterns found in ``value``."""
+    # Values hold a request's invalid UTF-8 as lone surrogates (surrogateescape): encoded back to its bytes, which
+    # RE2 searches as they are; re2's own str encoding would raise on them.
+    matched = pattern_set.Match(value.encode("utf-8", "surrogateescape"))  # None when nothing matches
+    return tuple(serials[position] for position in matched) if matched else ()
