@@ -93,6 +93,13 @@ class ResponseCacheSettings(BaseModel):
         le=600,
         description="after a write, how long every cached answer waits for a head read, unless a new head comes first",
     )
+    head_read_grace_seconds: float = Field(
+        default=0.05,
+        gt=0,
+        le=60,
+        description="how long a head read waits for slower nodes once one node told its head; also the pause after "
+        "a head read no node answered",
+    )
     head_read_timeout_seconds: float = Field(
         default=2.0, gt=0, description="how long one node may take to tell its head"
     )

@@ -300,3 +300,11 @@ def test_with_a_head_age_of_zero_the_cache_is_never_stale(node: AnvilNode, steps
             close(gateway)
 
     asyncio.run(run())
+
+
+async def test_params_too_deep_to_be_a_key_go_to_the_node(gateway: Gateway) -> None:
+    deep = b"[" * 300 + b"]" * 300  # orjson reads this deep but writes at most 254 levels
+    body = b'{"jsonrpc":"2.0","id":4,"method":"eth_getBalance","params":' + deep + b"}"
+    answer = await gateway.handle("mainnet", body)
+    assert (answer.status, answer.cache_status) == (200, "bypass")
+    assert "error" in orjson.loads(answer.body)  # the node's own answer, passed on

@@ -26,6 +26,7 @@ have no time to live, only a head to belong to, and the head check must be share
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -87,7 +88,13 @@ class ResponseCache:
         self._settling_until = float("-inf")
         # Nodes whose head was the cache's head at the last read; only their answers are kept.
         self._in_step: frozenset[str] = frozenset()
-        self._reading: asyncio.Future[_Generation | None] | None = None
+        # The head read under way, and the number of writes seen when it started: a request after a write does not
+        # join a read that started before it.
+        self._reading: tuple[asyncio.Future[_Generation | None], int] | None = None
+        self._writes = 0
+        self._applied_read = 0  # the serial of the newest head read whose result is in use
+        self._read_serials = itertools.count(1)
+        self._no_read_before = float("-inf")  # after a failed read, a pause before the next
         self._lookups: dict[CacheStatus, Counter] = {
             status: metrics.GATEWAY_CACHE_LOOKUPS.labels(pool.network, status) for status in ("hit", "miss", "bypass")
         }
@@ -95,6 +102,7 @@ class ResponseCache:
     def forget_head(self) -> None:
         """After a write: the head is read again before every answer from the cache until the head moves on (the
         block holding the write, most likely) or ``write_settle_seconds`` pass, whichever comes first."""
+        self._writes += 1
         self._confirmed_at = float("-inf")
         self._settling_until = time.monotonic() + self.settings.write_settle_seconds
 
@@ -103,7 +111,10 @@ class ResponseCache:
 
         Raises what ``UpstreamPool.forward`` raises when no node can answer.
         """
-        key = request.method.encode() + orjson.dumps(request.params)
+        try:
+            key = request.method.encode() + orjson.dumps(request.params)
+        except TypeError:  # params orjson reads but cannot write (nested too deep): not a key, not kept
+            key = _PENDING
         if _PENDING in key:
             self._lookups["bypass"].inc()
             return CachedAnswer(await self.pool.forward(body, idempotent=True), "bypass")
@@ -129,18 +140,18 @@ class ResponseCache:
     def _keep(self, generation: _Generation, key: bytes, answer: bytes) -> None:
         try:
             document = orjson.loads(answer)
-        except orjson.JSONDecodeError:
+            if not isinstance(document, dict) or document.get("error") is not None or document.get("result") is None:
+                return
+            kept = orjson.dumps(document["result"])
+        except (orjson.JSONDecodeError, TypeError):
             return
-        if not isinstance(document, dict) or document.get("error") is not None:
-            return
-        result = document.get("result")
-        if result is None:
-            return
-        kept = orjson.dumps(result)
         size = len(key) + len(kept)
         if size > self.settings.max_entry_bytes:
             return
         entries = generation.entries
+        replaced = entries.pop(key, None)
+        if replaced is not None:
+            generation.size -= len(key) + len(replaced)
         while entries and generation.size + size > self.settings.max_bytes:
             # The oldest answers go first; a generation rarely lives longer than a block.
             oldest = next(iter(entries))
@@ -152,19 +163,26 @@ class ResponseCache:
         now = time.monotonic()
         if now - self._confirmed_at <= self.settings.max_head_age_seconds and now >= self._settling_until:
             return self._generation
-        reading = self._reading
-        if reading is None:
+        if self._reading is not None and self._reading[1] == self._writes:
+            reading = self._reading[0]
+        elif self._generation is None and now < self._no_read_before:
+            return None  # the last read found no head: the pool answers alone for a moment
+        else:
             # One read for every request that arrives while it runs; a caller that goes away does not cancel it.
-            reading = self._reading = asyncio.ensure_future(self._read_head())
+            reading = asyncio.ensure_future(self._read_head(next(self._read_serials), self._writes))
+            self._reading = (reading, self._writes)
             reading.add_done_callback(self._read_done)
         return await asyncio.shield(reading)
 
     def _read_done(self, reading: asyncio.Future[_Generation | None]) -> None:
-        if self._reading is reading:
+        if self._reading is not None and self._reading[0] is reading:
             self._reading = None
 
-    async def _read_head(self) -> _Generation | None:
-        """Reads every answering node's head; the highest is the cache's head. None when no node answered."""
+    async def _read_head(self, serial: int, writes: int) -> _Generation | None:
+        """Reads every answering node's head; the highest is the cache's head. None when no node answered.
+
+        A read that ends after a newer one has been applied changes nothing and gives that one's result.
+        """
         started = time.monotonic()
         timeout = self.settings.head_read_timeout_seconds
 
@@ -177,18 +195,23 @@ class ResponseCache:
             node.record_head(head.number)
             return head
 
-        known = await self.pool.ask_each(read)
+        known = await self.pool.ask_each(read, grace_seconds=self.settings.head_read_grace_seconds)
+        if serial < self._applied_read:
+            return self._generation
+        self._applied_read = serial
         if not known:
             if self._generation is not None:
                 log.warning("response cache emptied: no node told its head", network=self.pool.network)
             self._generation = None
             self._confirmed_at = float("-inf")
+            self._no_read_before = time.monotonic() + self.settings.head_read_grace_seconds
             return None
         top = max(head.number for _, head in known)
         head = next(head for _, head in known if head.number == top)
         if self._generation is None or self._generation.head != head:
             self._generation = _Generation(head)
-            self._settling_until = float("-inf")
+            if writes == self._writes:  # a head read after the last write: that write's block, most likely
+                self._settling_until = float("-inf")
         self._in_step = frozenset(node.label for node, found in known if found == head)
         self._confirmed_at = started
         return self._generation

@@ -87,11 +87,15 @@ class UpstreamPool:
             f"({len(attempts)} attempt{'s' if len(attempts) != 1 else ''})"
         )
 
-    async def ask_each(self, operation: Callable[[UpstreamNode], Awaitable[T]]) -> list[tuple[UpstreamNode, T]]:
+    async def ask_each(
+        self, operation: Callable[[UpstreamNode], Awaitable[T]], *, grace_seconds: float | None = None
+    ) -> list[tuple[UpstreamNode, T]]:
         """Runs ``operation`` once on every healthy node (on every node when none is healthy), concurrently.
 
         Returns the nodes that answered, with their answers; a node's transport failure is recorded as in
-        ``execute`` and leaves it out, and so does its JSON-RPC error.
+        ``execute`` and leaves it out, and so does its JSON-RPC error. With ``grace_seconds``, nodes that have not
+        answered that long after the first answer are left out too (their calls cancelled), so that one slow node
+        does not hold up the others' answers.
         """
         nodes = [node for node in self.nodes if node.health.healthy] or list(self.nodes)
 
@@ -108,7 +112,22 @@ class UpstreamPool:
             self._answered(node, started)
             return node, answer
 
-        return [answer for answer in await asyncio.gather(*(ask(node) for node in nodes)) if answer is not None]
+        if grace_seconds is None or len(nodes) == 1:
+            answers = await asyncio.gather(*(ask(node) for node in nodes))
+            return [answer for answer in answers if answer is not None]
+        pending = {asyncio.ensure_future(ask(node)) for node in nodes}
+        found: list[tuple[UpstreamNode, T]] = []
+        try:
+            while pending and not found:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                found.extend(answer for task in done if (answer := task.result()) is not None)
+            if pending:
+                done, pending = await asyncio.wait(pending, timeout=grace_seconds)
+                found.extend(answer for task in done if (answer := task.result()) is not None)
+        finally:
+            for task in pending:
+                task.cancel()
+        return found
 
     def _failed(self, node: UpstreamNode, exc: UpstreamTransportError) -> None:
         metrics.UPSTREAM_ERRORS.labels(self.network, node.label).inc()
