@@ -6,7 +6,6 @@ import asyncio
 import signal
 import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -20,7 +19,7 @@ from edgeplane.chain.process import ChainProcess
 from edgeplane.child_process import ChildProcess
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.runtime import EdgeRuntime
-from edgeplane.listeners import asgi_server, bind_listener
+from edgeplane.listeners import asgi_server, bind_listener, join_listener
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import partition_directory
 from edgeplane.store.database import Database, default_database_url
@@ -70,40 +69,27 @@ def _delivery(settings: Settings, edge_settings: Settings, database_url: str) ->
 
 
 def _edge_workers(
-    settings: Settings, edge_settings: Settings, edge_socket: socket.socket, database_url: str
+    settings: Settings, edge_settings: Settings, worker_sockets: list[socket.socket], database_url: str
 ) -> list[ChildProcess]:
-    """Child processes that serve the edge socket beside this process, each with its own gateway."""
-    count = settings.edge_worker_count - 1
-    if count <= 0:
-        return []
+    """Child processes that serve the edge port beside this process, each with its own gateway and its own
+    listening socket on the port (``join_listener``). This process keeps every worker's socket open,
+    so that connections made while a worker restarts wait for it rather than being refused."""
     settings_file = _settings_file(settings, edge_settings)
-    edge_socket.set_inheritable(True)
-    command = [
-        sys.executable,
-        "-m",
-        "edgeplane",
-        "edge-worker",
-        "--fd",
-        str(edge_socket.fileno()),
-        "--settings-file",
-        str(settings_file),
-        "--database-url",
-        database_url,
-    ]
+    command = [sys.executable, "-m", "edgeplane", "edge-worker", "--settings-file", str(settings_file)]
+    command += ["--database-url", database_url]
 
-    def worker_command(index: int) -> Callable[[bool], list[str]]:
-        return lambda _first: [*command, "--worker", str(index)]
+    def worker(index: int, sock: socket.socket) -> ChildProcess:
+        sock.set_inheritable(True)
+        arguments = [*command, "--fd", str(sock.fileno()), "--worker", str(index)]
+        return ChildProcess(f"edge-worker-{index}", lambda _first: arguments, pass_fds=(sock.fileno(),))
 
-    return [
-        ChildProcess(f"edge-worker-{index}", worker_command(index), pass_fds=(edge_socket.fileno(),))
-        for index in range(1, count + 1)
-    ]
+    return [worker(index, sock) for index, sock in enumerate(worker_sockets, start=1)]
 
 
 async def serve(settings: Settings) -> None:
     """Runs the edge and API listeners until SIGINT or SIGTERM. Raises ``ListenError`` when a port is taken and
     ``DatabaseUnavailable`` when the configuration database cannot be used."""
-    edge_socket = bind_listener(settings.edge_host, settings.edge_port)
+    edge_socket = bind_listener(settings.edge_host, settings.edge_port, share_port=settings.edge_worker_count > 1)
     api_socket = bind_listener(settings.api_host, settings.api_port)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     database = Database(settings.database_url or default_database_url(settings.data_dir))
@@ -160,7 +146,8 @@ async def serve(settings: Settings) -> None:
         if name not in chain_networks:
             log.info("network ready", network=name, upstreams=[node.label for node in network.upstreams])
     runtime = EdgeRuntime.build(edge_settings, snapshots, worker=0)
-    workers = _edge_workers(settings, edge_settings, edge_socket, database.url)
+    worker_sockets = [join_listener(edge_socket) for _ in range(settings.edge_worker_count - 1)]
+    workers = _edge_workers(settings, edge_settings, worker_sockets, database.url)
     if settings.logs.enabled:
         workers.append(_delivery(settings, edge_settings, database.url))
     for worker in workers:
@@ -187,6 +174,8 @@ async def serve(settings: Settings) -> None:
     finally:
         for worker in workers:
             await worker.stop()
+        for sock in worker_sockets:
+            sock.close()
         await runtime.close()
         if chain is not None:
             await chain.stop()

@@ -16,11 +16,34 @@ class ListenError(OSError):
     """A listener could not bind its address."""
 
 
-def bind_listener(host: str, port: int) -> socket.socket:
-    """A listening TCP socket. Raises ``ListenError`` saying which address could not be used."""
+def bind_listener(host: str, port: int, *, share_port: bool = False) -> socket.socket:
+    """A listening TCP socket. Raises ``ListenError`` saying which address could not be used.
+
+    With ``share_port``, ``join_listener`` can open more sockets on the same address (``SO_REUSEPORT``), among which
+    the kernel spreads new connections evenly: one socket per edge worker, so that no worker takes most of the
+    connections (with one shared socket, the first worker awake accepts every connection that is waiting). The
+    address must still be free: a port another program (or another edgeplane) listens on is an error here too.
+    """
+    if share_port:
+        # SO_REUSEPORT would let this socket join another listener of the same user; a plain bind first tells
+        # whether the address is free (and which port 0 picked).
+        with _listen(host, port, share_port=False) as probe:
+            port = probe.getsockname()[1]
+    return _listen(host, port, share_port=share_port)
+
+
+def join_listener(listener: socket.socket) -> socket.socket:
+    """Another listening socket on the address of ``listener`` (bound with ``share_port``), for one more worker."""
+    host, port = listener.getsockname()[:2]
+    return _listen(host, port, share_port=True)
+
+
+def _listen(host: str, port: int, *, share_port: bool) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if share_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
         sock.listen(2048)
