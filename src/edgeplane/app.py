@@ -172,10 +172,10 @@ async def serve(settings: Settings) -> None:
     try:
         await asyncio.gather(runtime.server.serve(edge_socket), api.serve([api_socket]))
     finally:
+        for sock in worker_sockets:
+            sock.close()  # each worker's own copy keeps it listening until it stops
         for worker in workers:
             await worker.stop()
-        for sock in worker_sockets:
-            sock.close()
         await runtime.close()
         if chain is not None:
             await chain.stop()

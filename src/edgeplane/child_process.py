@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
 log = structlog.get_logger(__name__)
+
+# A child that ran this long before it exited is started again after the shortest pause.
+_HEALTHY_RUN_SECONDS = 60.0
 
 
 class ChildProcess:
@@ -51,9 +55,12 @@ class ChildProcess:
         pause = 0.5
         while not self._stopping:
             assert self._process is not None
+            started = time.monotonic()
             code = await self._process.wait()
             if self._stopping:
                 return
+            if time.monotonic() - started > _HEALTHY_RUN_SECONDS:
+                pause = 0.5  # it ran well before it died: a new fault, not a crash loop
             log.error("a child process exited; starting it again", child=self.name, exit_code=code, pause=pause)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 30.0)

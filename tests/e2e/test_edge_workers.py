@@ -35,4 +35,3 @@ def test_connections_made_while_a_worker_restarts_are_answered(tmp_path: Path) -
         assert time.monotonic() - started < 30
         (restarted,) = edge_worker_pids(service._process.pid)
         assert restarted != worker
-

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
@@ -22,11 +24,13 @@ class FakeNode:
         self.status = status
         self.answer = answer or {"jsonrpc": "2.0", "id": 1, "result": "0x1"}
         self.hits = 0
+        self.delay = 0.0
         self.runner: web.AppRunner | None = None
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.Response:
         self.hits += 1
+        await asyncio.sleep(self.delay)
         return web.Response(status=self.status, body=orjson.dumps(self.answer), content_type="application/json")
 
     async def start(self) -> None:
@@ -117,3 +121,16 @@ async def test_no_upstream_is_unavailable() -> None:
     pool = UpstreamPool("empty", [], GatewaySettings())
     with pytest.raises(UpstreamUnavailable, match="no upstream node is configured for network 'empty'"):
         await pool.forward(BODY, idempotent=True)
+
+
+async def test_ask_each_does_not_wait_long_for_a_slow_node(make_pool: Callable[..., object]) -> None:
+    pool, (fast, slow) = await make_pool(200, 200)  # type: ignore[misc]
+    slow.delay = 1.0
+    started = time.monotonic()
+    answers = await pool.ask_each(lambda node: node.call("eth_chainId", []), grace_seconds=0.05)
+    assert time.monotonic() - started < 0.8
+    assert [(node.url, answer) for node, answer in answers] == [(fast.url, "0x1")]
+    await asyncio.sleep(1.2)  # the slow node's call finished in the background, on its kept connection
+    assert slow.hits == 1
+    assert all(node.health.healthy for node in pool.nodes)
+    await pool.stop()

@@ -86,6 +86,7 @@ class ResponseCache:
         self._generation: _Generation | None = None
         self._confirmed_at = float("-inf")
         self._settling_until = float("-inf")
+        self._head_at_write: HeadBlock | None = None  # the head known when the last write was sent
         # Nodes whose head was the cache's head at the last read; only their answers are kept.
         self._in_step: frozenset[str] = frozenset()
         # The head read under way, and the number of writes seen when it started: a request after a write does not
@@ -103,6 +104,7 @@ class ResponseCache:
         """After a write: the head is read again before every answer from the cache until the head moves on (the
         block holding the write, most likely) or ``write_settle_seconds`` pass, whichever comes first."""
         self._writes += 1
+        self._head_at_write = self._generation.head if self._generation is not None else None
         self._confirmed_at = float("-inf")
         self._settling_until = time.monotonic() + self.settings.write_settle_seconds
 
@@ -210,8 +212,8 @@ class ResponseCache:
         head = next(head for _, head in known if head.number == top)
         if self._generation is None or self._generation.head != head:
             self._generation = _Generation(head)
-            if writes == self._writes:  # a head read after the last write: that write's block, most likely
-                self._settling_until = float("-inf")
+        if writes == self._writes and head != self._head_at_write:
+            self._settling_until = float("-inf")  # a read after the last write found a new block: its, most likely
         self._in_step = frozenset(node.label for node, found in known if found == head)
         self._confirmed_at = started
         return self._generation

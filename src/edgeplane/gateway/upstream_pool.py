@@ -11,7 +11,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from prometheus_client import Histogram
@@ -40,6 +40,7 @@ class UpstreamPool:
         self._tag_cache: dict[str, tuple[int, float]] = {}
         self._health_task: asyncio.Task[None] | None = None
         self._latency: dict[str, Histogram] = {}
+        self._stragglers: set[asyncio.Future[Any]] = set()  # calls of ask_each left to finish on their own
 
     # -- using the nodes ---------------------------------------------------------------------------------------
 
@@ -94,8 +95,8 @@ class UpstreamPool:
 
         Returns the nodes that answered, with their answers; a node's transport failure is recorded as in
         ``execute`` and leaves it out, and so does its JSON-RPC error. With ``grace_seconds``, nodes that have not
-        answered that long after the first answer are left out too (their calls cancelled), so that one slow node
-        does not hold up the others' answers.
+        answered that long after the first answer are left out too (their calls finish in the background), so that
+        one slow node does not hold up the others' answers.
         """
         nodes = [node for node in self.nodes if node.health.healthy] or list(self.nodes)
 
@@ -124,10 +125,21 @@ class UpstreamPool:
             if pending:
                 done, pending = await asyncio.wait(pending, timeout=grace_seconds)
                 found.extend(answer for task in done if (answer := task.result()) is not None)
-        finally:
+        except BaseException:
             for task in pending:
                 task.cancel()
+            raise
+        # Slower nodes finish in the background (their own timeout bounds them): cancelling would close their
+        # connections, and the next call would pay for a new one and likely be late again.
+        for task in pending:
+            self._stragglers.add(task)
+            task.add_done_callback(self._straggler_done)
         return found
+
+    def _straggler_done(self, task: asyncio.Future[Any]) -> None:
+        self._stragglers.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved here; a node's failure was recorded by the call itself
 
     def _failed(self, node: UpstreamNode, exc: UpstreamTransportError) -> None:
         metrics.UPSTREAM_ERRORS.labels(self.network, node.label).inc()
@@ -223,7 +235,9 @@ class UpstreamPool:
             self._health_task = asyncio.create_task(self._health_loop(), name=f"health-{self.network}")
 
     async def stop(self) -> None:
-        """Stops the health checks."""
+        """Stops the health checks and the calls still running."""
+        for task in list(self._stragglers):
+            task.cancel()
         if self._health_task is not None:
             self._health_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
