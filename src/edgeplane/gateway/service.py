@@ -42,6 +42,10 @@ from edgeplane.gateway.upstream_pool import UpstreamPool
 log = structlog.get_logger(__name__)
 
 
+# Methods whose parameters are checked against a limit before any answer (``_check_limits``).
+_LIMITED_METHODS = frozenset({"eth_getLogs", "eth_feeHistory"})
+
+
 class UnknownNetwork(GatewayError):
     """The path names a network this gateway does not serve."""
 
@@ -67,6 +71,9 @@ class Gateway:
         self.pools = dict(pools)
         self.settings = settings
         self._traces = TraceFilterService(policy.limits, concurrency=settings.trace_filter_concurrency)
+        # Cacheable methods that have no limit to check: a cached answer to them needs no other check (the policy
+        # allows every cacheable method).
+        self._cached_without_limits = policy.cacheable - _LIMITED_METHODS
         self.caches = (
             {network: ResponseCache(pool, settings.cache) for network, pool in self.pools.items()}
             if settings.cache.enabled
@@ -113,6 +120,12 @@ class Gateway:
 
     async def _single(self, pool: UpstreamPool, request: RpcRequest, body: bytes) -> GatewayResponse:
         method = request.method
+        if method in self._cached_without_limits:
+            cache = self.caches.get(pool.network)
+            hit = cache.hit(request) if cache is not None else None
+            if hit is not None:
+                self._count(pool.network, method, "answered")
+                return GatewayResponse(200, hit, "hit")
         try:
             self._check_policy(method)
             if method == "trace_filter":
