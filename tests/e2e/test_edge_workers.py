@@ -23,8 +23,7 @@ def edge_worker_pids(parent: int) -> list[int]:
 
 def test_connections_made_while_a_worker_restarts_are_answered(tmp_path: Path) -> None:
     with EdgeplaneProcess(tmp_path / "data", extra_args=("--edge-workers", "2")) as service:
-        assert service._process is not None
-        (worker,) = edge_worker_pids(service._process.pid)
+        (worker,) = edge_worker_pids(service.pid)
         os.kill(worker, signal.SIGKILL)
         started = time.monotonic()
         # New connections each time: the kernel spreads them over both sockets, the dead worker's included.
@@ -33,5 +32,5 @@ def test_connections_made_while_a_worker_restarts_are_answered(tmp_path: Path) -
             assert response.status_code == 200
             assert response.json()["result"]
         assert time.monotonic() - started < 30
-        (restarted,) = edge_worker_pids(service._process.pid)
+        (restarted,) = edge_worker_pids(service.pid)
         assert restarted != worker

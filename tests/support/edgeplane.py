@@ -36,6 +36,13 @@ class EdgeplaneProcess:
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
+    def pid(self) -> int:
+        """The process id of ``edgeplane serve``; raises when it is not running."""
+        if self._process is None:
+            raise RuntimeError("edgeplane is not running")
+        return self._process.pid
+
+    @property
     def edge_url(self) -> str:
         return f"http://127.0.0.1:{self.edge_port}"
 

@@ -85,6 +85,11 @@ def _key(request: RpcRequest) -> bytes:
         return _PENDING
 
 
+def _answer_body(request: RpcRequest, result: bytes) -> bytes:
+    """The JSON-RPC answer to ``request`` with a kept ``result``, echoing the caller's id."""
+    return _ANSWER_HEAD + orjson.dumps(request.id) + _ANSWER_RESULT + result + b"}"
+
+
 class ResponseCache:
     """The answers of one network's pool, for the current head block."""
 
@@ -119,17 +124,14 @@ class ResponseCache:
     def hit(self, request: RpcRequest) -> bytes | None:
         """The body of the answer to ``request`` when the cache holds it and its head reading is fresh; else None,
         and ``answer`` will tell. Never waits: the fast path of the most common request."""
-        now = time.monotonic()
         generation = self._generation
-        if generation is None or now - self._confirmed_at > self.settings.max_head_age_seconds:
-            return None
-        if now < self._settling_until:
+        if generation is None or not self._fresh(time.monotonic()):
             return None
         kept = generation.entries.get(_key(request))
         if kept is None:
             return None
         self._lookups["hit"].inc()
-        return _ANSWER_HEAD + orjson.dumps(request.id) + _ANSWER_RESULT + kept + b"}"
+        return _answer_body(request, kept)
 
     async def answer(self, request: RpcRequest, body: bytes) -> CachedAnswer:
         """The answer to ``request`` (whose raw ``body`` goes to the node on a miss), from the cache or the pool.
@@ -147,7 +149,7 @@ class ResponseCache:
         kept = generation.entries.get(key)
         if kept is not None:
             self._lookups["hit"].inc()
-            return CachedAnswer(_ANSWER_HEAD + orjson.dumps(request.id) + _ANSWER_RESULT + kept + b"}", "hit")
+            return CachedAnswer(_answer_body(request, kept), "hit")
         self._lookups["miss"].inc()
         in_step = self._in_step
 
@@ -181,9 +183,13 @@ class ResponseCache:
         entries[key] = kept
         generation.size += size
 
+    def _fresh(self, now: float) -> bool:
+        """Whether the last reading of the head vouches for the cache at ``now`` (recent, and no write since)."""
+        return now - self._confirmed_at <= self.settings.max_head_age_seconds and now >= self._settling_until
+
     async def _current_generation(self) -> _Generation | None:
         now = time.monotonic()
-        if now - self._confirmed_at <= self.settings.max_head_age_seconds and now >= self._settling_until:
+        if self._fresh(now):
             return self._generation
         if self._reading is not None and self._reading[1] == self._writes:
             reading = self._reading[0]

@@ -35,7 +35,7 @@ from edgeplane.gateway.jsonrpc import (
 )
 from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs
 from edgeplane.gateway.policy import MethodPolicy
-from edgeplane.gateway.response_cache import CacheStatus, ResponseCache
+from edgeplane.gateway.response_cache import CachedAnswer, CacheStatus, ResponseCache
 from edgeplane.gateway.trace_filter import TraceFilterService
 from edgeplane.gateway.upstream_pool import UpstreamPool
 
@@ -71,9 +71,6 @@ class Gateway:
         self.pools = dict(pools)
         self.settings = settings
         self._traces = TraceFilterService(policy.limits, concurrency=settings.trace_filter_concurrency)
-        # Cacheable methods that have no limit to check: a cached answer to them needs no other check (the policy
-        # allows every cacheable method).
-        self._cached_without_limits = policy.cacheable - _LIMITED_METHODS
         self.caches = (
             {network: ResponseCache(pool, settings.cache) for network, pool in self.pools.items()}
             if settings.cache.enabled
@@ -120,22 +117,19 @@ class Gateway:
 
     async def _single(self, pool: UpstreamPool, request: RpcRequest, body: bytes) -> GatewayResponse:
         method = request.method
-        if method in self._cached_without_limits:
-            cache = self.caches.get(pool.network)
-            hit = cache.hit(request) if cache is not None else None
-            if hit is not None:
-                self._count(pool.network, method, "answered")
-                return GatewayResponse(200, hit, "hit")
         try:
             self._check_policy(method)
             if method == "trace_filter":
                 traces = await self._traces.run(pool, request.params)
                 answer = encode(result_object(request.id, traces))
             else:
-                await self._check_limits(pool, request)
-                cache = self.caches.get(pool.network)
-                if cache is not None and method in self.policy.cacheable:
-                    cached = await cache.answer(request, body)
+                if method in _LIMITED_METHODS:
+                    await self._check_limits(pool, request)
+                cache = self.caches.get(pool.network) if method in self.policy.cacheable else None
+                if cache is not None:
+                    # A hit is answered without waiting (no coroutine): the most common request by far.
+                    hit = cache.hit(request)
+                    cached = CachedAnswer(hit, "hit") if hit is not None else await cache.answer(request, body)
                     self._count(pool.network, method, "answered")
                     return GatewayResponse(200, cached.body, cached.status)
                 # The checked body goes to the node unchanged, so the node echoes the caller's id itself.

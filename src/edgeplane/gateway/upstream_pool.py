@@ -89,14 +89,14 @@ class UpstreamPool:
         )
 
     async def ask_each(
-        self, operation: Callable[[UpstreamNode], Awaitable[T]], *, grace_seconds: float | None = None
+        self, operation: Callable[[UpstreamNode], Awaitable[T]], *, grace_seconds: float
     ) -> list[tuple[UpstreamNode, T]]:
         """Runs ``operation`` once on every healthy node (on every node when none is healthy), concurrently.
 
         Returns the nodes that answered, with their answers; a node's transport failure is recorded as in
-        ``execute`` and leaves it out, and so does its JSON-RPC error. With ``grace_seconds``, nodes that have not
-        answered that long after the first answer are left out too (their calls finish in the background), so that
-        one slow node does not hold up the others' answers.
+        ``execute`` and leaves it out, and so does its JSON-RPC error. Nodes that have not answered ``grace_seconds``
+        after the first answer are left out too (their calls finish in the background), so that one slow node does
+        not hold up the others' answers.
         """
         nodes = [node for node in self.nodes if node.health.healthy] or list(self.nodes)
 
@@ -113,9 +113,6 @@ class UpstreamPool:
             self._answered(node, started)
             return node, answer
 
-        if grace_seconds is None or len(nodes) == 1:
-            answers = await asyncio.gather(*(ask(node) for node in nodes))
-            return [answer for answer in answers if answer is not None]
         pending = {asyncio.ensure_future(ask(node)) for node in nodes}
         found: list[tuple[UpstreamNode, T]] = []
         try:
