@@ -1,0 +1,109 @@
+"""Two versions of edgeplane compared under the same load at the same time: CPU per request, paired.
+
+Starts anvil and two ``edgeplane serve --edge-workers 1`` processes, A and B, each running the source tree given
+(``--a``/``--b``, a ``src`` directory put first on ``PYTHONPATH``) and each with an optional ``edgeplane.toml``
+(``--config-a``/``--config-b``). Both edgeplane processes are pinned to the last CPU, anvil and the load generator to
+the others, and every round loads A and B at once (``bench/gateway.measure(together=True)``) with a mix of
+``eth_chainId`` and ``eth_blockNumber``, so whatever slows the machine during a round slows both alike. Each round
+prints A's and B's requests per second, p50 and CPU per request; the medians over the rounds are the figures. Run it
+with the same tree on both sides first: the difference it shows then is the harness's own noise.
+
+Usage: ``.venv/bin/python bench/paired.py --a /path/to/old/src --b src [--rounds 4] [--concurrency 16]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BODIES = (
+    b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
+    b'{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber","params":[]}',
+)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--a", type=Path, required=True, help="source tree of A (a src directory)")
+    parser.add_argument("--b", type=Path, required=True, help="source tree of B (a src directory)")
+    parser.add_argument("--config-a", help="edgeplane.toml text for A")
+    parser.add_argument("--config-b", help="edgeplane.toml text for B")
+    parser.add_argument("--rounds", type=int, default=4, help="load rounds (default 4)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per round (default 3)")
+    parser.add_argument("--concurrency", type=int, default=16, help="connections per side (default 16)")
+    args = parser.parse_args(argv)
+    for tree in (args.a, args.b):
+        if not (tree / "edgeplane").is_dir():
+            parser.error(f"{tree} is not a src directory holding edgeplane")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "bench")]
+    import gateway as load  # bench/gateway.py: the load generator and its measure loop
+    from tests.support.anvil import AnvilNode
+    from tests.support.edgeplane import EdgeplaneProcess
+
+    cpus = os.cpu_count() or 1
+    edge_cpu, other_cpus = {cpus - 1}, set(range(cpus - 1)) or {0}
+    results: dict[str, list[tuple[float, float, float]]] = {"A": [], "B": []}
+    with contextlib.ExitStack() as stack:
+        os.sched_setaffinity(0, other_cpus)
+        node = stack.enter_context(AnvilNode())
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edgeplane-paired-")))
+        servers = {}
+        os.sched_setaffinity(0, edge_cpu)  # inherited by the edgeplane processes
+        for name, tree, config in (("A", args.a, args.config_a), ("B", args.b, args.config_b)):
+            data = scratch / name
+            if config:
+                data.mkdir()
+                (data / "edgeplane.toml").write_text(config)
+            os.environ["PYTHONPATH"] = str(tree.resolve())
+            extra = ("--log-level", "warning", "--edge-workers", "1")
+            servers[name] = stack.enter_context(
+                EdgeplaneProcess(data, upstreams=(f"mainnet={node.url}",), extra_args=extra)
+            )
+        os.environ.pop("PYTHONPATH")
+        os.sched_setaffinity(0, other_cpus)
+        urls = {name: server.rpc_url("mainnet") for name, server in servers.items()}
+        pids = {name: server.pid for name, server in servers.items()}
+        time.sleep(3)  # past start-up: the delivery process and the chain finish importing
+        for number in range(1, args.rounds + 1):
+            summary = load.measure(
+                urls,
+                BODIES,
+                pids,
+                concurrency=args.concurrency,
+                rounds=1,
+                seconds=args.seconds,
+                warmup_seconds=0.3,
+                client="raw",
+                progress=False,
+                together=True,
+            )
+            for name in ("A", "B"):
+                side = summary[name]
+                cpu_per_request = side.cpu_percent[name] * 1e4 / side.requests_per_second
+                results[name].append((side.requests_per_second, side.p50_ms, cpu_per_request))
+            print(
+                f"round {number}: " + "  ".join(f"{name} {results[name][-1][2]:.1f} us/request" for name in ("A", "B")),
+                file=sys.stderr,
+            )
+    for name in ("A", "B"):
+        rows = results[name]
+        rate, p50, cpu = (statistics.median(row[column] for row in rows) for column in range(3))
+        each = ", ".join(f"{row[2]:.1f}" for row in rows)
+        print(f"{name}: {rate:8.0f} req/s  p50 {p50:.3f} ms  CPU {cpu:.1f} us/request (rounds: {each})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
