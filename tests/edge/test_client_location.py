@@ -30,12 +30,14 @@ from edgeplane.edge.client_location import ClientDatabaseError, ClientLocation, 
 from edgeplane.edge.http_server import EdgeRequest
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
+from edgeplane.gateway.service import GatewayResponse
 from edgeplane.logs.tail import tail_records
 from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall
 from tests.support.anvil import free_port
 from tests.support.edgeplane import EdgeplaneProcess
 from tests.support.memory_log_store import MemoryLogStore
+from tests.support.routing import answer_through
 
 COUNTRY_NETWORKS: dict[str, dict[str, Any]] = {
     "127.0.0.0/8": {"country": {"iso_code": "NZ"}},
@@ -301,18 +303,11 @@ ZONE = ZoneRoute(zone_id="z" * 32, zone_name="localhost", account_id="a" * 32, p
 CALL = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 
 
-@dataclass
-class Answer:
-    status: int
-    body: bytes
-    cache_status: str = "dynamic"
-
-
 class FakeGateway:
     pools = {"mainnet": object()}
 
-    async def handle(self, network: str, body: bytes) -> Answer:
-        return Answer(200, b'{"jsonrpc":"2.0","id":1,"result":"0x1"}')
+    def respond(self, network: str, body: bytes) -> GatewayResponse:
+        return GatewayResponse(200, b'{"jsonrpc":"2.0","id":1,"result":"0x1"}')
 
 
 def json_request(client_ip: str) -> EdgeRequest:
@@ -353,14 +348,14 @@ async def test_the_firewall_sees_the_database_answer(
     locator: ClientLocator, expression: str, client_ip: str, status: int
 ) -> None:
     router, _ = routed(locator, expression)
-    response = await router.handle(json_request(client_ip))
+    response = await answer_through(router, json_request(client_ip))
     assert response.status == status
 
 
 async def test_the_request_record_carries_country_and_asn(locator: ClientLocator) -> None:
     router, store = routed(locator, 'ip.src.country eq "zz"')
-    await router.handle(json_request("127.0.0.1"))
-    await router.handle(json_request("8.8.8.8"))
+    await answer_through(router, json_request("127.0.0.1"))
+    await answer_through(router, json_request("8.8.8.8"))
     refused = router.answer_head(
         EdgeRequest(
             method="GET",

@@ -7,7 +7,7 @@ import contextlib
 import itertools
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 
 import pytest
@@ -24,11 +24,14 @@ TIMEOUT = 5.0
 
 @dataclass
 class Recorder:
-    """Echoes each request as JSON; special paths sleep, raise, wait for a release, or answer a large body."""
+    """Echoes each request as JSON; special paths sleep, raise, wait for a release, or answer a large body. Paths
+    under ``/now`` are answered at once (no awaitable); every answer ``answered`` is told of is kept in ``told``."""
 
     requests: list[EdgeRequest] = field(default_factory=list)
     started: asyncio.Event = field(default_factory=asyncio.Event)
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    told: list[tuple[str, int]] = field(default_factory=list)
+    heard: asyncio.Event = field(default_factory=asyncio.Event)  # set by ``answered``
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         if request.path == "/refuse":
@@ -37,7 +40,19 @@ class Recorder:
             raise RuntimeError("a bug in answer_head")
         return None
 
-    async def handle(self, request: EdgeRequest) -> EdgeResponse:
+    def handle(self, request: EdgeRequest) -> EdgeResponse | Awaitable[EdgeResponse]:
+        if request.path == "/now/raise":
+            raise RuntimeError("a bug in handle, before any awaitable")
+        if request.path.startswith("/now"):
+            self.requests.append(request)
+            return EdgeResponse(200, json.dumps({"path": request.path, "at_once": True}).encode())
+        return self._handle(request)
+
+    def answered(self, request: EdgeRequest, response: EdgeResponse) -> None:
+        self.told.append((request.path, response.status))
+        self.heard.set()
+
+    async def _handle(self, request: EdgeRequest) -> EdgeResponse:
         self.requests.append(request)
         path = request.path
         if path.startswith("/sleep/"):
@@ -160,6 +175,55 @@ async def test_pipelined_requests_are_answered_in_order() -> None:
     }
 
 
+async def test_answers_at_hand_and_awaited_answers_keep_their_order() -> None:
+    handler = Recorder()
+    paths = ["/sleep/0.05", "/now/1", "/sleep/0", "/now/2", "/refuse", "/now/3"]
+    async with running(handler) as (_, port):
+        reader, writer = await connect(port)
+        writer.write(b"".join(post(path) for path in paths))
+        answers = [await read_response(reader) for _ in paths]
+        writer.write(post("/now/4"))
+        last = await read_response(reader)
+        writer.close()
+    assert [answer.json()["path"] for answer in answers if answer.status == 200] == [
+        "/sleep/0.05",
+        "/now/1",
+        "/sleep/0",
+        "/now/2",
+        "/now/3",
+    ]
+    assert last.json() == {"path": "/now/4", "at_once": True}
+    # ``answered`` hears of every handled request once its answer is out, in order; not of head refusals
+    assert handler.told == [(path, 200) for path in paths if path != "/refuse"] + [("/now/4", 200)]
+
+
+async def test_answered_hears_of_an_answer_the_client_left_before() -> None:
+    handler = Recorder()
+    async with running(handler) as (_, port):
+        _, writer = await connect(port)
+        writer.write(post("/sleep/0.2"))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.close()
+        await asyncio.wait_for(handler.heard.wait(), TIMEOUT)
+    assert handler.told == [("/sleep/0.2", 200)]
+
+
+async def test_a_failing_answered_leaves_the_connection_serving() -> None:
+    class Failing(Recorder):
+        def answered(self, request: EdgeRequest, response: EdgeResponse) -> None:
+            raise RuntimeError("a bug in answered")
+
+    async with running(Failing()) as (_, port):
+        reader, writer = await connect(port)
+        answers = []
+        for path in ("/now/1", "/echo", "/now/2"):
+            writer.write(post(path))
+            answers.append(await read_response(reader))
+        writer.close()
+    assert [answer.status for answer in answers] == [200, 200, 200]
+
+
 async def test_client_connection_close_is_honoured() -> None:
     async with running(Recorder()) as (_, port):
         reader, writer = await connect(port)
@@ -261,7 +325,7 @@ async def test_request_head_over_the_limit_is_answered_431() -> None:
     assert answer.status == 431
 
 
-@pytest.mark.parametrize("path", ["/raise", "/raise-early"])
+@pytest.mark.parametrize("path", ["/raise", "/raise-early", "/now/raise"])
 async def test_handler_exception_is_a_500_with_a_jsonrpc_error_and_the_connection_lives(path: str) -> None:
     async with running(Recorder()) as (_, port):
         reader, writer = await connect(port)

@@ -3,7 +3,6 @@ its id, and leaves an ``http_requests`` record with the Security fields and a ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -12,19 +11,14 @@ import pytest
 from edgeplane.edge.http_server import EdgeRequest
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
+from edgeplane.gateway.service import GatewayResponse
 from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
 from tests.support.memory_log_store import MemoryLogStore
+from tests.support.routing import answer_through
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
 HOST = "rpc.example.com"
-
-
-@dataclass
-class Answer:
-    status: int
-    body: bytes
-    cache_status: str = "dynamic"
 
 
 class FakeGateway:
@@ -32,9 +26,9 @@ class FakeGateway:
         self.pools = {"mainnet": object()}
         self.seen: list[bytes] = []
 
-    async def handle(self, network: str, body: bytes) -> Answer:
+    def respond(self, network: str, body: bytes) -> GatewayResponse:
         self.seen.append(body)
-        return Answer(200, b'{"jsonrpc":"2.0","id":1,"result":"0x10"}')
+        return GatewayResponse(200, b'{"jsonrpc":"2.0","id":1,"result":"0x10"}')
 
 
 def edge_request(body: bytes, query: bytes = b"", user_agent: bytes = b"web3.py/7") -> EdgeRequest:
@@ -68,7 +62,7 @@ BENIGN = b'{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xd8da6b
 @pytest.mark.parametrize("logged", [True, False])
 async def test_a_blocked_request_gets_a_json_rpc_error_and_never_reaches_the_gateway(logged: bool) -> None:
     edge, gateway, _ = router(deploy_managed_rulesets(), logged=logged)
-    response = await edge.handle(edge_request(ATTACK))
+    response = await answer_through(edge, edge_request(ATTACK))
     assert response.status == 403
     body = orjson.loads(response.body)
     assert body["id"] == "q-9"
@@ -87,14 +81,14 @@ async def test_a_blocked_request_gets_a_json_rpc_error_and_never_reaches_the_gat
 )
 async def test_the_error_carries_the_request_id_only_for_a_single_request(body: bytes, expected_id: Any) -> None:
     edge, _, _ = router(deploy_managed_rulesets())
-    response = await edge.handle(edge_request(body))
+    response = await answer_through(edge, edge_request(body))
     assert response.status == 403
     assert orjson.loads(response.body)["id"] == expected_id
 
 
 async def test_benign_traffic_reaches_the_gateway_without_records_of_the_firewall() -> None:
     edge, gateway, store = router(deploy_managed_rulesets(paranoia_level=2))
-    response = await edge.handle(edge_request(BENIGN))
+    response = await answer_through(edge, edge_request(BENIGN))
     assert response.status == 200
     assert gateway.seen == [BENIGN]
     edge.request_log.flush()  # type: ignore[union-attr]
@@ -105,7 +99,7 @@ async def test_benign_traffic_reaches_the_gateway_without_records_of_the_firewal
 
 async def test_a_block_is_recorded_in_both_datasets() -> None:
     edge, _, store = router([{"action": "log", "expression": "true", "id": "l" * 32}, *deploy_managed_rulesets()])
-    response = await edge.handle(edge_request(ATTACK, query=b"x=1", user_agent=b"ethers/6"))
+    response = await answer_through(edge, edge_request(ATTACK, query=b"x=1", user_agent=b"ethers/6"))
     edge.request_log.flush()  # type: ignore[union-attr]
     (record,) = store.records["http_requests"]
     events = store.records["firewall_events"]
@@ -130,7 +124,7 @@ async def test_a_logged_match_lets_the_request_through() -> None:
     rules = deploy_managed_rulesets()
     rules[0]["action_parameters"]["overrides"] = {"action": "log"}
     edge, gateway, store = router(rules)
-    response = await edge.handle(edge_request(ATTACK))
+    response = await answer_through(edge, edge_request(ATTACK))
     edge.request_log.flush()  # type: ignore[union-attr]
     assert response.status == 200
     assert gateway.seen == [ATTACK]
@@ -142,5 +136,5 @@ async def test_a_custom_response() -> None:
     response_parameters = {"status_code": 418, "content": "no", "content_type": "text/plain"}
     rule = {"action": "block", "expression": "true", "action_parameters": {"response": response_parameters}}
     edge, _, _ = router([rule])
-    response = await edge.handle(edge_request(BENIGN))
+    response = await answer_through(edge, edge_request(BENIGN))
     assert (response.status, response.body, response.content_type) == (418, b"no", b"text/plain")

@@ -22,8 +22,20 @@ the requests in flight up to a deadline, answering them with ``Connection: close
 
 The handler is asked twice per request: ``answer_head`` with the head only, when the head is complete, so requests
 refused on their head (wrong host, method or content type) are answered without reading or buffering their body;
-then ``handle`` with the whole body. Every answer the server makes itself, and the 500 that replaces a handler's
-exception, is a JSON-RPC error object with ``id: null``, since JSON-RPC is what this edge speaks.
+then ``handle`` with the whole body, on the loop's next turn. ``handle`` gives the answer itself when it has it at
+hand (a refusal, an answer from the gateway's cache), which is written at once, without a task; otherwise it gives
+an awaitable, which runs as the connection's one task. Once an answer to a handled request is written, the handler's
+``answered`` hears of it on the loop's following turn, with the other answers of that turn: work the client need not
+wait for (the request's log record) is done there, after the client has its answer.
+
+Why the next turn: the requests read in one turn of the loop are then handled together and their answers written
+together (uvloop writes what was queued at the end of each turn), so each turn of the loop, with its ``epoll_wait``,
+serves more requests. Paired on one CPU at concurrency 16 against the previous server (a task per request), CPU per
+request fell from 133.0 to 116.6 µs; handling each request as soon as it was read, with no task, cost more than the
+task did (137.3 against 128.7 µs), because each turn then served fewer requests.
+
+Every answer the server makes itself, and the 500 that replaces a handler's exception, is a JSON-RPC error object with
+``id: null``, since JSON-RPC is what this edge speaks.
 
 When the server closes a connection on which the client may still be sending (a refused body, a malformed request),
 it answers, shuts its side down and reads and discards what still arrives for up to ``LINGER_SECONDS``, so that the
@@ -78,7 +90,7 @@ class EdgeRequest:
     content_length: int = 0
     body: bytes = b""
     raw_path: str = ""  # as sent (percent-encoded), without the query string: what the WAF inspects
-    head_context: object = None  # what the handler's ``answer_head`` learned from the head, for its ``handle``
+    context: object = None  # the handler's own, from ``answer_head`` to ``answered``
 
     def header(self, name: bytes) -> bytes | None:
         """The first value of a header (``name`` in lower case), or None."""
@@ -104,8 +116,12 @@ class EdgeHandler(Protocol):
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """An answer decided by the request head alone (the body not read), or None to read the body."""
 
-    def handle(self, request: EdgeRequest) -> Awaitable[EdgeResponse]:
-        """The answer to a request ``answer_head`` let through, with its whole body."""
+    def handle(self, request: EdgeRequest) -> EdgeResponse | Awaitable[EdgeResponse]:
+        """The answer to a request ``answer_head`` let through, with its whole body: the answer itself when it is at
+        hand, else an awaitable of it."""
+
+    def answered(self, request: EdgeRequest, response: EdgeResponse) -> None:
+        """Called once the answer ``handle`` gave is written (or dropped: the client went away first)."""
 
 
 def jsonrpc_error(
@@ -188,6 +204,7 @@ class HttpServer:
         self._connections: set[_HttpConnection] = set()
         self._stop: asyncio.Event | None = None
         self._all_closed: asyncio.Event | None = None
+        self._to_tell: list[tuple[EdgeRequest, EdgeResponse]] = []  # answers written this turn (``_tell``)
 
     async def serve(self, sock: socket.socket) -> None:
         """Accepts connections on ``sock`` (bound and listening) until ``shutdown``; returns when they are all closed.
@@ -229,6 +246,23 @@ class HttpServer:
     def _add(self, connection: _HttpConnection) -> None:
         self._connections.add(connection)
 
+    def _tell(self, request: EdgeRequest, answer: EdgeResponse) -> None:
+        """Tells the handler of an answer once it is written: on the loop's next turn, after this turn's writes,
+        with every other answer of this turn."""
+        told = self._to_tell
+        told.append((request, answer))
+        if len(told) == 1:
+            asyncio.get_running_loop().call_soon(self._tell_all)
+
+    def _tell_all(self) -> None:
+        told, self._to_tell = self._to_tell, []
+        answered = self.handler.answered
+        for request, answer in told:
+            try:
+                answered(request, answer)
+            except Exception:
+                log.exception("edge handler failed after answering", path=request.path)
+
     def _forget(self, connection: _HttpConnection) -> None:
         self._connections.discard(connection)
         if not self._connections and self._all_closed is not None:
@@ -257,7 +291,7 @@ class _HttpConnection(asyncio.Protocol):
         self._client: tuple[str, int] | None = None
         self._local: tuple[str, int] | None = None
         self._queue: collections.deque[_Pending] = collections.deque()
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Handle | asyncio.Task[None] | None = None  # the handler's turn to come, or its task
         self._busy = False  # a handler is making an answer
         self._input_closed = False  # no more requests are read; the connection closes after the queued answers
         self._refused = False  # input was refused part-way: the client may still be sending
@@ -431,11 +465,15 @@ class _HttpConnection(asyncio.Protocol):
         queue = self._queue
         while queue and not (self._busy or self._writing_paused or self._closing):
             pending = queue.popleft()
-            if pending.answer is not None:
-                self._send(pending.answer, pending.keep_alive, pending.http_10)
-            else:
-                self._busy = True
-                self._task = self._loop.create_task(self._run(pending))
+            request = pending.request
+            if pending.answer is not None or request is None:
+                self._send(cast(EdgeResponse, pending.answer), pending.keep_alive, pending.http_10)
+                continue
+            # Handled on the loop's next turn, not here: requests that arrive together are then handled together
+            # and their answers written together, which costs the loop less per request than answering each as it
+            # is read (measured: see the module docstring).
+            self._busy = True
+            self._task = self._loop.call_soon(self._handle, pending, request)
         if self._busy or self._closing:
             return
         if not queue and not self._in_message:
@@ -445,16 +483,30 @@ class _HttpConnection(asyncio.Protocol):
             self._idle_since = self._loop.time()
         self._update_reading()
 
-    async def _run(self, pending: _Pending) -> None:
-        request = cast(EdgeRequest, pending.request)
+    def _handle(self, pending: _Pending, request: EdgeRequest) -> None:
         try:
-            answer = await self._handler.handle(request)
+            answer = self._handler.handle(request)
         except Exception:
             log.exception("edge handler failed", path=request.path)
             answer = _INTERNAL_ERROR
-        finally:
-            self._task = None
-            self._busy = False
+        if isinstance(answer, EdgeResponse):
+            self._finish(pending, request, answer)
+        else:
+            self._task = self._loop.create_task(self._run(pending, request, answer))
+
+    async def _run(self, pending: _Pending, request: EdgeRequest, answering: Awaitable[EdgeResponse]) -> None:
+        try:
+            answer = await answering
+        except Exception:
+            log.exception("edge handler failed", path=request.path)
+            answer = _INTERNAL_ERROR
+        self._finish(pending, request, answer)
+
+    def _finish(self, pending: _Pending, request: EdgeRequest, answer: EdgeResponse) -> None:
+        """Writes the handler's answer (unless the client went away), tells the handler, and goes on."""
+        self._task = None
+        self._busy = False
+        self._server._tell(request, answer)
         if self._lost:
             self._server._forget(self)
             return

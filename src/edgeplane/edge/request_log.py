@@ -9,9 +9,10 @@ found for the client (``edgeplane.edge.client_location``: a trusted header or a 
 firewall matched has its ``Security*`` fields set and one ``firewall_events`` record per match
 (``edgeplane.waf.events``), sharing its ``RayID``.
 
-Emission never blocks the request and does all its work on the event loop's thread: ``emit`` turns the answered
-request (an ``Answered``) into a row at once, a tuple in the order of ``HTTP_REQUEST_COLUMNS`` that holds only the
-values (not the request, whose body may be large); every ``flush_interval`` (or just after the answer that makes
+Emission never blocks the request and does all its work on the event loop's thread, after the client has its answer (the
+router emits from ``answered``, which the edge's HTTP server calls once the answer is written): ``emit`` turns the
+answered request (an ``Answered``) into a row at once, a tuple in the order of ``HTTP_REQUEST_COLUMNS`` that holds only
+the values (not the request, whose body may be large); every ``flush_interval`` (or just after the answer that makes
 ``max_rows`` rows) ``flush`` turns the rows into one Arrow record batch, column by column at the fields' own types
 (``record_columns.batch_of_columns``), which the store serialises and hands to its flusher thread to write.
 

@@ -21,6 +21,7 @@ The client's country and ASN (``edgeplane.edge.client_location``) are found once
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,7 +32,7 @@ from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
 from edgeplane.edge.request_log import Answered, RequestLog, new_ray_id
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
-from edgeplane.gateway.service import Gateway
+from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.rules import RequestFields
 from edgeplane.store.snapshot import SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import ALLOWED, Verdict
@@ -45,10 +46,19 @@ _UNSUPPORTED_MEDIA_TYPE = jsonrpc_error(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Route:
+@dataclass(slots=True)
+class _Exchange:
+    """What the router learns about one request, from its head to its answer (kept in ``EdgeRequest.context``)."""
+
     host: str
     zone: ZoneRoute | None  # None: the host is no web3 hostname
+    ray_id: str = ""
+    started_ns: int = 0
+    location: ClientLocation = UNKNOWN
+    verdict: Verdict = ALLOWED
+    origin_status: int | None = None  # None: the request never reached an upstream
+    origin_duration_ms: int | None = None
+    cache_status: str = "unknown"
 
 
 class EdgeRouter:
@@ -71,30 +81,32 @@ class EdgeRouter:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
         if request.path == "/healthz":
             return _HEALTHY
-        started_ns = time.time_ns()
         response = self._refusal(request)
         if response is None or self.request_log is None:
             return response
-        ray_id = new_ray_id()
-        response = _with_ray(response, ray_id)
-        self._emit(request, response, ray_id, started_ns, self.locator.locate(request))
+        exchange = self._exchange(request)
+        exchange.started_ns = time.time_ns()
+        exchange.ray_id = new_ray_id()
+        exchange.location = self.locator.locate(request)
+        response = _with_ray(response, exchange.ray_id)
+        self.answered(request, response)  # refused on its head: logged at once (its body is still to be read)
         return response
 
-    def _route(self, request: EdgeRequest) -> _Route:
-        """The request's host and web3 zone, found once: ``answer_head`` finds them, ``handle`` reuses them."""
-        route = request.head_context
-        if not isinstance(route, _Route):
+    def _exchange(self, request: EdgeRequest) -> _Exchange:
+        """The request's exchange, made once: ``answer_head`` makes it, ``handle`` and ``answered`` reuse it."""
+        exchange = request.context
+        if not isinstance(exchange, _Exchange):
             host = _host(request)
-            route = request.head_context = _Route(host, self.snapshots.current.web3_zone(host))
-        return route
+            exchange = request.context = _Exchange(host, self.snapshots.current.web3_zone(host))
+        return exchange
 
     def _refusal(self, request: EdgeRequest) -> EdgeResponse | None:
         path = request.path
         if not path.startswith("/v1/"):
             return jsonrpc_error(404, INVALID_REQUEST, f"not found: {path}; use POST /v1/<network>")
-        route = self._route(request)
-        if route.zone is None:
-            return jsonrpc_error(404, INVALID_REQUEST, f"no web3 gateway is configured for host {route.host!r}")
+        exchange = self._exchange(request)
+        if exchange.zone is None:
+            return jsonrpc_error(404, INVALID_REQUEST, f"no web3 gateway is configured for host {exchange.host!r}")
         network = _network(path)
         if network not in self.gateway.pools:
             unknown = self.gateway.unknown_network(network)
@@ -110,73 +122,70 @@ class EdgeRouter:
             return _UNSUPPORTED_MEDIA_TYPE
         return None
 
-    async def handle(self, request: EdgeRequest) -> EdgeResponse:
-        """The answer to a request ``answer_head`` let through: the firewall's refusal, or the gateway's answer."""
-        started_ns = time.time_ns()
-        route = self._route(request)
-        ray_id = new_ray_id()
-        verdict = ALLOWED
-        firewall = self.snapshots.current.firewall(route.zone.zone_id) if route.zone is not None else None
-        location = self.locator.locate(request) if firewall is not None or self.request_log is not None else UNKNOWN
+    def handle(self, request: EdgeRequest) -> EdgeResponse | Awaitable[EdgeResponse]:
+        """The answer to a request ``answer_head`` let through: the firewall's refusal, or the gateway's answer (at
+        once when the gateway has it at hand)."""
+        exchange = self._exchange(request)
+        exchange.started_ns = time.time_ns()
+        exchange.ray_id = ray_id = new_ray_id()
+        zone = exchange.zone
+        firewall = self.snapshots.current.firewall(zone.zone_id) if zone is not None else None
+        if firewall is not None or self.request_log is not None:
+            exchange.location = self.locator.locate(request)
         if firewall is not None:
-            verdict = firewall.evaluate(self._fields(request, route.host, ray_id, location))
-        if verdict.blocked:
-            response = _refusal(request, verdict, ray_id)
-            if self.request_log is not None:
-                self._emit(request, response, ray_id, started_ns, location, verdict)
-            return response
-        answer = await self.gateway.handle(_network(request.path), request.body)
+            verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange))
+            if verdict.blocked:
+                return _refusal(request, verdict, ray_id)
+        answer = self.gateway.respond(_network(request.path), request.body)
+        if isinstance(answer, GatewayResponse):
+            return self._response(answer, exchange)
+        return self._awaited(answer, exchange)
+
+    async def _awaited(self, answering: Awaitable[GatewayResponse], exchange: _Exchange) -> EdgeResponse:
+        return self._response(await answering, exchange)
+
+    def _response(self, answer: GatewayResponse, exchange: _Exchange) -> EdgeResponse:
         if self.request_log is None:
             return EdgeResponse(answer.status, answer.body)
-        response = EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", ray_id.encode() + b"-EDG"),))
-        if answer.cache_status == "hit":
-            self._emit(request, response, ray_id, started_ns, location, verdict, cache_status="hit")
-        else:
-            origin_ms = (time.time_ns() - started_ns) // 1_000_000
-            self._emit(
-                request, response, ray_id, started_ns, location, verdict, answer.status, origin_ms, answer.cache_status
-            )
-        return response
+        exchange.cache_status = answer.cache_status
+        if answer.cache_status != "hit":
+            exchange.origin_status = answer.status
+            exchange.origin_duration_ms = (time.time_ns() - exchange.started_ns) // 1_000_000
+        return EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
 
-    def _emit(
-        self,
-        request: EdgeRequest,
-        response: EdgeResponse,
-        ray_id: str,
-        started_ns: int,
-        location: ClientLocation,
-        verdict: Verdict = ALLOWED,
-        origin_status: int | None = None,
-        origin_duration_ms: int | None = None,
-        cache_status: str = "unknown",
-    ) -> None:
-        """Hands the answered request to the request log (which must be set), with what the router found."""
-        assert self.request_log is not None
-        route = self._route(request)
+    def answered(self, request: EdgeRequest, response: EdgeResponse) -> None:
+        """Logs the answered request (``HttpServer`` calls this once the answer is written)."""
+        if self.request_log is None:
+            return
+        exchange = self._exchange(request)
+        if not exchange.ray_id:  # the handler failed before it began
+            exchange.ray_id = new_ray_id()
+            exchange.started_ns = time.time_ns()
+        location = exchange.location
         self.request_log.emit(
             Answered(
                 request,
                 response,
                 time.time_ns(),
-                ray_id,
-                started_ns,
-                route.zone,
-                route.host,
+                exchange.ray_id,
+                exchange.started_ns,
+                exchange.zone,
+                exchange.host,
                 location.country,
                 location.asn,
-                verdict,
-                origin_status,
-                origin_duration_ms,
-                cache_status,
+                exchange.verdict,
+                exchange.origin_status,
+                exchange.origin_duration_ms,
+                exchange.cache_status,
             )
         )
 
-    def _fields(self, request: EdgeRequest, host: str, ray_id: str, location: ClientLocation) -> RequestFields:
+    def _fields(self, request: EdgeRequest, exchange: _Exchange) -> RequestFields:
         client_ip, client_port = request.client if request.client else ("", 0)
         return RequestFields.from_http(
             method=request.method,
             scheme="http",
-            host=host,
+            host=exchange.host,
             raw_path=request.raw_path or request.path,
             query=request.query_string.decode("latin-1"),
             headers=request.headers,
@@ -185,9 +194,9 @@ class EdgeRouter:
             client_port=client_port,
             server_port=request.server[1] if request.server else 80,
             http_version=request.http_version,
-            country=location.country,
-            asn=location.asn,
-            ray_id=ray_id,
+            country=exchange.location.country,
+            asn=exchange.location.asn,
+            ray_id=exchange.ray_id,
         )
 
 

@@ -1,0 +1,14 @@
+"""Driving an ``EdgeRouter`` without a server: what ``HttpServer`` does with one request that passed its head."""
+
+from __future__ import annotations
+
+from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
+from edgeplane.edge.router import EdgeRouter
+
+
+async def answer_through(router: EdgeRouter, request: EdgeRequest) -> EdgeResponse:
+    """The router's answer to ``request`` (awaited when it is not at hand), then ``answered`` as after the write."""
+    answer = router.handle(request)
+    response = answer if isinstance(answer, EdgeResponse) else await answer
+    router.answered(request, response)
+    return response
