@@ -3,6 +3,7 @@ included: the edge writes its rows in bulk every 50 ms, and a stop writes what s
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +64,50 @@ def test_records_tell_what_the_response_cache_did(tmp_path: Path) -> None:
         (statuses[ray], records[ray]["CacheCacheStatus"], records[ray].get("OriginResponseStatus")) for ray in statuses
     ]
     assert found == [("eth_chainId", "miss", 200), ("eth_chainId", "hit", None), ("eth_syncing", "dynamic", 200)]
+
+
+def exchange_raw(port: int, head: bytes, body: bytes = b"") -> bytes:
+    """Sends one request on a new connection and reads the answer until the server closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(head + body)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    return received
+
+
+def test_records_count_the_bytes_sent_and_include_refusals_but_not_health_checks(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    service = EdgeplaneProcess(data_dir, extra_args=("--edge-workers", "1")).start()
+    body = orjson.dumps(BODY)
+    closing = b"Host: localhost\r\nConnection: close\r\n\r\n"
+    post = b"POST /v1/mainnet HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    try:
+        answered = exchange_raw(service.edge_port, post + b"Content-Length: %d\r\n\r\n" % len(body), body)
+        wrong_method = exchange_raw(service.edge_port, b"GET /v1/mainnet HTTP/1.1\r\n" + closing)
+        too_large = exchange_raw(service.edge_port, post + b"Content-Length: 900000000\r\n\r\n")
+        health = exchange_raw(
+            service.edge_port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+    finally:
+        assert service.stop() == 0
+    assert [answer.split(b" ", 2)[1] for answer in (answered, wrong_method, too_large, health)] == [
+        b"200",
+        b"405",
+        b"413",
+        b"200",
+    ]
+    records = stored_records(data_dir)
+    assert [(record["EdgeResponseStatus"], record["ClientRequestMethod"]) for record in records] == [
+        (200, "POST"),
+        (405, "GET"),
+        (413, "POST"),
+    ]
+    assert records[0]["EdgeResponseBytes"] == len(answered)
+    assert records[1]["EdgeResponseBytes"] == len(wrong_method)
+    assert (
+        records[0]["RayID"]
+        == dict(line.split(b": ", 1) for line in answered.split(b"\r\n\r\n")[0].split(b"\r\n")[1:])[b"cf-ray"].decode()[
+            :16
+        ]
+    )

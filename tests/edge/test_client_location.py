@@ -356,19 +356,19 @@ async def test_the_request_record_carries_country_and_asn(locator: ClientLocator
     router, store = routed(locator, 'ip.src.country eq "zz"')
     await answer_through(router, json_request("127.0.0.1"))
     await answer_through(router, json_request("8.8.8.8"))
-    refused = router.answer_head(
-        EdgeRequest(
-            method="GET",
-            path="/v1/mainnet",
-            query_string=b"",
-            headers=[(b"host", b"localhost")],
-            http_version="1.1",
-            client=("198.51.100.7", 1),
-            server=None,
-        )
+    head_only = EdgeRequest(
+        method="GET",
+        path="/v1/mainnet",
+        query_string=b"",
+        headers=[(b"host", b"localhost")],
+        http_version="1.1",
+        client=("198.51.100.7", 1),
+        server=None,
     )
+    refused = router.answer_head(head_only)
     assert refused is not None
     assert refused.status == 405
+    router.answered(head_only, refused, 100)  # as the server does once the refusal is written
     router.request_log.flush()  # type: ignore[union-attr]
     known, unknown, head_refused = store.records["http_requests"]
     assert (known["ClientCountry"], known["ClientASN"]) == ("nz", 64500)

@@ -32,6 +32,7 @@ class Recorder:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     told: list[tuple[str, int]] = field(default_factory=list)
     heard: asyncio.Event = field(default_factory=asyncio.Event)  # set by ``answered``
+    sent: list[int] = field(default_factory=list)  # the sizes ``answered`` was told, in order
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         if request.path == "/refuse":
@@ -48,8 +49,9 @@ class Recorder:
             return EdgeResponse(200, json.dumps({"path": request.path, "at_once": True}).encode())
         return self._handle(request)
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse) -> None:
+    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
         self.told.append((request.path, response.status))
+        self.sent.append(sent_bytes)
         self.heard.set()
 
     async def _handle(self, request: EdgeRequest) -> EdgeResponse:
@@ -82,6 +84,7 @@ class Response:
     status: int
     headers: dict[str, str]
     body: bytes
+    raw: bytes  # the whole response as read, head and body
 
     def json(self) -> dict[str, object]:
         document = json.loads(self.body)
@@ -127,7 +130,7 @@ async def read_response(reader: asyncio.StreamReader) -> Response:
         status_line, *lines = head.decode("latin-1").split("\r\n")[:-2]
         headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
         body = await reader.readexactly(int(headers["content-length"]))
-    return Response(int(status_line.split()[1]), headers, body)
+    return Response(int(status_line.split()[1]), headers, body, head + body)
 
 
 async def closed_by_server(reader: asyncio.StreamReader, within: float = TIMEOUT) -> bool:
@@ -193,8 +196,9 @@ async def test_answers_at_hand_and_awaited_answers_keep_their_order() -> None:
         "/now/3",
     ]
     assert last.json() == {"path": "/now/4", "at_once": True}
-    # ``answered`` hears of every handled request once its answer is out, in order; not of head refusals
-    assert handler.told == [(path, 200) for path in paths if path != "/refuse"] + [("/now/4", 200)]
+    # ``answered`` hears of every answered request once its answer is out, in order, with the bytes written
+    assert handler.told == [(path, 403 if path == "/refuse" else 200) for path in paths] + [("/now/4", 200)]
+    assert handler.sent == [len(answer.raw) for answer in [*answers, last]]
 
 
 async def test_answered_hears_of_an_answer_the_client_left_before() -> None:
@@ -211,7 +215,7 @@ async def test_answered_hears_of_an_answer_the_client_left_before() -> None:
 
 async def test_a_failing_answered_leaves_the_connection_serving() -> None:
     class Failing(Recorder):
-        def answered(self, request: EdgeRequest, response: EdgeResponse) -> None:
+        def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
             raise RuntimeError("a bug in answered")
 
     async with running(Failing()) as (_, port):

@@ -21,12 +21,13 @@ being read and answered until its buffer drains); graceful shutdown (stop accept
 the requests in flight up to a deadline, answering them with ``Connection: close``).
 
 The handler is asked twice per request: ``answer_head`` with the head only, when the head is complete, so requests
-refused on their head (wrong host, method or content type) are answered without reading or buffering their body;
-then ``handle`` with the whole body, on the loop's next turn. ``handle`` gives the answer itself when it has it at
-hand (a refusal, an answer from the gateway's cache), which is written at once, without a task; otherwise it gives
-an awaitable, which runs as the connection's one task. Once an answer to a handled request is written, the handler's
-``answered`` hears of it on the loop's following turn, with the other answers of that turn: work the client need not
-wait for (the request's log record) is done there, after the client has its answer.
+refused on their head (wrong host, method or content type) are answered without reading or buffering their body; then
+``handle`` with the whole body, on the loop's next turn. ``handle`` gives the answer itself when it has it at hand (a
+refusal, an answer from the gateway's cache), which is written at once, without a task; otherwise it gives an awaitable,
+which runs as the connection's one task. Once an answer to a handled request is written, the handler's ``answered``
+hears of it (and of every answer to a request whose head was read) on the loop's following turn, with the other answers
+of that turn: work the client need not wait for (the request's log record) is done there, after the client has its
+answer.
 
 Why the next turn: the requests read in one turn of the loop are then handled together and their answers written
 together (uvloop writes what was queued at the end of each turn), so each turn of the loop, with its ``epoll_wait``,
@@ -120,8 +121,9 @@ class EdgeHandler(Protocol):
         """The answer to a request ``answer_head`` let through, with its whole body: the answer itself when it is at
         hand, else an awaitable of it."""
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse) -> None:
-        """Called once the answer ``handle`` gave is written (or dropped: the client went away first)."""
+    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
+        """Called once the answer ``handle`` gave is written, ``sent_bytes`` of head and body (0: dropped, the
+        client went away first)."""
 
 
 def jsonrpc_error(
@@ -204,7 +206,7 @@ class HttpServer:
         self._connections: set[_HttpConnection] = set()
         self._stop: asyncio.Event | None = None
         self._all_closed: asyncio.Event | None = None
-        self._to_tell: list[tuple[EdgeRequest, EdgeResponse]] = []  # answers written this turn (``_tell``)
+        self._to_tell: list[tuple[EdgeRequest, EdgeResponse, int]] = []  # answers written this turn (``_tell``)
 
     async def serve(self, sock: socket.socket) -> None:
         """Accepts connections on ``sock`` (bound and listening) until ``shutdown``; returns when they are all closed.
@@ -246,20 +248,20 @@ class HttpServer:
     def _add(self, connection: _HttpConnection) -> None:
         self._connections.add(connection)
 
-    def _tell(self, request: EdgeRequest, answer: EdgeResponse) -> None:
+    def _tell(self, request: EdgeRequest, answer: EdgeResponse, sent_bytes: int) -> None:
         """Tells the handler of an answer once it is written: on the loop's next turn, after this turn's writes,
         with every other answer of this turn."""
         told = self._to_tell
-        told.append((request, answer))
+        told.append((request, answer, sent_bytes))
         if len(told) == 1:
             asyncio.get_running_loop().call_soon(self._tell_all)
 
     def _tell_all(self) -> None:
         told, self._to_tell = self._to_tell, []
         answered = self.handler.answered
-        for request, answer in told:
+        for request, answer, sent_bytes in told:
             try:
-                answered(request, answer)
+                answered(request, answer, sent_bytes)
             except Exception:
                 log.exception("edge handler failed after answering", path=request.path)
 
@@ -415,7 +417,7 @@ class _HttpConnection(asyncio.Protocol):
             elif name == b"expect":
                 expect = value.lower() == b"100-continue"
         if chunked:
-            self._refuse(_LENGTH_REQUIRED)
+            self._refuse(_LENGTH_REQUIRED, request)
             return
         request.content_length = size = int(length) if length else 0  # httptools has checked it is a number
         limit = self._server.max_body_bytes
@@ -428,7 +430,7 @@ class _HttpConnection(asyncio.Protocol):
             answer = self._server.too_large
         if answer is not None:
             if size and (expect or size > limit):
-                self._refuse(answer)  # answered before the body is sent or read; the connection closes
+                self._refuse(answer, request)  # answered before the body is sent or read; the connection closes
             else:
                 self._answer = answer  # the body is read and discarded, and the connection kept
         elif expect and size and not (self._busy or self._queue):
@@ -466,9 +468,12 @@ class _HttpConnection(asyncio.Protocol):
         while queue and not (self._busy or self._writing_paused or self._closing):
             pending = queue.popleft()
             request = pending.request
-            if pending.answer is not None or request is None:
-                self._send(cast(EdgeResponse, pending.answer), pending.keep_alive, pending.http_10)
+            if pending.answer is not None:
+                sent_bytes = self._send(pending.answer, pending.keep_alive, pending.http_10)
+                if request is not None:
+                    self._server._tell(request, pending.answer, sent_bytes)
                 continue
+            assert request is not None
             # Handled on the loop's next turn, not here: requests that arrive together are then handled together
             # and their answers written together, which costs the loop less per request than answering each as it
             # is read (measured: see the module docstring).
@@ -506,28 +511,32 @@ class _HttpConnection(asyncio.Protocol):
         """Writes the handler's answer (unless the client went away), tells the handler, and goes on."""
         self._task = None
         self._busy = False
-        self._server._tell(request, answer)
         if self._lost:
             self._server._forget(self)
+            self._server._tell(request, answer, 0)
             return
-        self._send(answer, pending.keep_alive, pending.http_10)
+        self._server._tell(request, answer, self._send(answer, pending.keep_alive, pending.http_10))
         self._advance()
 
-    def _send(self, answer: EdgeResponse, keep_alive: bool, http_10: bool) -> None:
+    def _send(self, answer: EdgeResponse, keep_alive: bool, http_10: bool) -> int:
+        """Writes ``answer``; returns its size (0 when the connection is closing and it is not written)."""
         if self._closing:
-            return
+            return 0
         # The last answer the connection will give says so.
         keep_alive = keep_alive and not self._server.stopping and not (self._input_closed and not self._queue)
-        cast(asyncio.Transport, self._transport).write(encode_response(answer, keep_alive=keep_alive, http_10=http_10))
+        data = encode_response(answer, keep_alive=keep_alive, http_10=http_10)
+        cast(asyncio.Transport, self._transport).write(data)
         if not keep_alive:
             self._close()
+        return len(data)
 
-    def _refuse(self, answer: EdgeResponse) -> None:
-        """Answers with ``answer`` after what is queued, reads no more requests and closes the connection."""
+    def _refuse(self, answer: EdgeResponse, request: EdgeRequest | None = None) -> None:
+        """Answers with ``answer`` after what is queued (to ``request``, when its head was read), reads no more
+        requests and closes the connection."""
         self._input_closed = self._refused = True
         self._in_message = self._in_head = False
         self._request = None
-        self._queue.append(_Pending(None, answer, False, False))
+        self._queue.append(_Pending(request, answer, False, False))
         self._advance()
 
     def _update_reading(self) -> None:

@@ -11,7 +11,7 @@ firewall matched has its ``Security*`` fields set and one ``firewall_events`` re
 
 Emission never blocks the request and does all its work on the event loop's thread, after the client has its answer (the
 router emits from ``answered``, which the edge's HTTP server calls once the answer is written): ``emit`` turns the
-answered request (an ``Answered``) into a row at once, a tuple in the order of ``HTTP_REQUEST_COLUMNS`` that holds only
+answered request (its ``Exchange``) into a row at once, a tuple in the order of ``HTTP_REQUEST_COLUMNS`` that holds only
 the values (not the request, whose body may be large); every ``flush_interval`` (or just after the answer that makes
 ``max_rows`` rows) ``flush`` turns the rows into one Arrow record batch, column by column at the fields' own types
 (``record_columns.batch_of_columns``), which the store serialises and hands to its flusher thread to write.
@@ -29,7 +29,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, cast
 
 import pyarrow as pa
 from prometheus_client import Counter
@@ -39,7 +39,7 @@ from edgeplane.logs.log_store import LogStore, LogStoreError
 from edgeplane.logs.record_columns import batch_of_columns, batch_of_rows
 from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.events import FIREWALL_EVENTS, firewall_event_records, security_fields
-from edgeplane.waf.firewall import Verdict
+from edgeplane.waf.firewall import ALLOWED, Verdict
 
 HTTP_REQUESTS: Final = "http_requests"
 
@@ -77,6 +77,7 @@ HTTP_REQUEST_CONSTANTS: Final = {"ClientRequestScheme": "http", "ClientRequestSo
 # Fields that repeat another field of the row (``EdgeRequestHost``: the edge serves the host the client asked for).
 HTTP_REQUEST_COPIES: Final = {"EdgeRequestHost": "ClientRequestHost"}
 _PROTOCOLS: Final = {"1.1": "HTTP/1.1", "1.0": "HTTP/1.0"}
+_CONTENT_TYPES: Final = {b"application/json": "application/json"}
 _UNCONVERTED: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeError, KeyError, TypeError, ValueError)
 
 RECORDS_REFUSED = Counter(
@@ -85,32 +86,50 @@ RECORDS_REFUSED = Counter(
 RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records appended to the log store.", ["dataset"])
 
 
-_RAY_PREFIX = int.from_bytes(os.urandom(4), "big")
-_ray_counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
+# A request id is the process's random 64-bit start plus its count of requests: unique across processes (the odds
+# that two processes' ranges meet are those of two random 32-bit prefixes), and no system call per request.
+_ray_numbers = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
 
 
 def new_ray_id() -> str:
-    """A request id: 16 lowercase hex characters, unique across processes (a random prefix per process and a
-    counter; no system call per request)."""
-    return f"{_RAY_PREFIX:08x}{next(_ray_counter) & 0xFFFFFFFF:08x}"
+    """A request id: 16 lowercase hex characters."""
+    return "%016x" % (next(_ray_numbers) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
-class Answered(NamedTuple):
-    """An answered request, with what the router found out about it."""
+class Exchange:
+    """One request through the edge, as the router learns of it and the request log records it: made when the
+    request's head is complete, filled in as it is answered. It does not hold the request (the request holds it)."""
 
-    request: EdgeRequest
-    response: EdgeResponse
-    ended_ns: int
-    ray_id: str
-    started_ns: int
-    zone: ZoneRoute | None
-    host: str
-    client_country: str  # "" when unknown
-    client_asn: int  # 0 when unknown
-    verdict: Verdict
-    origin_status: int | None  # None: the request never reached an upstream
-    origin_duration_ms: int | None
-    cache_status: str  # the gateway's response cache: hit, miss, bypass, dynamic; unknown when not asked
+    __slots__ = (
+        "asn",
+        "cache_status",
+        "country",
+        "ended_ns",
+        "host",
+        "origin_duration_ms",
+        "origin_status",
+        "ray_id",
+        "response",
+        "sent_bytes",
+        "started_ns",
+        "verdict",
+        "zone",
+    )
+
+    def __init__(self, host: str, zone: ZoneRoute | None) -> None:
+        self.host = host
+        self.zone = zone  # None: the host is no web3 hostname
+        self.ray_id = ""
+        self.started_ns = 0
+        self.country = ""  # "" when unknown
+        self.asn = 0  # 0 when unknown
+        self.verdict: Verdict = ALLOWED
+        self.origin_status: int | None = None  # None: the request never reached an upstream
+        self.origin_duration_ms: int | None = None
+        self.cache_status = "unknown"  # the gateway's response cache: hit, miss, bypass, dynamic; unknown if not asked
+        self.response: EdgeResponse | None = None
+        self.ended_ns = 0  # when the answer was written
+        self.sent_bytes = 0  # the answer's bytes, head and body, as written
 
 
 class RequestLog:
@@ -134,13 +153,13 @@ class RequestLog:
         self._timer: asyncio.Handle | None = None  # the flush to come
         self._timer_loop: asyncio.AbstractEventLoop | None = None  # the loop it was scheduled on
 
-    def emit(self, answered: Answered) -> None:
-        """Records one answered request (``answered.ended_ns`` is when its response was ready). Outside an event
-        loop (a script, a test) its records go to the store at once."""
-        self._rows.append(_row(answered))
-        if answered.verdict.matches:  # rare: a firewall match
-            self._security[len(self._rows) - 1] = security_fields(answered.verdict)
-            self._events.extend(_events(answered))
+    def emit(self, request: EdgeRequest, exchange: Exchange) -> None:
+        """Records one answered request (``exchange.response`` set). Outside an event loop (a script, a test) its
+        records go to the store at once."""
+        self._rows.append(_row(request, exchange))
+        if exchange.verdict.matches:  # rare: a firewall match
+            self._security[len(self._rows) - 1] = security_fields(exchange.verdict)
+            self._events.extend(_events(request, exchange))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -190,24 +209,23 @@ class RequestLog:
         emitted.inc(count)
 
 
-def _row(answer: Answered) -> tuple[Any, ...]:
-    """The values of an answer's ``http_requests`` row, in the order of ``HTTP_REQUEST_COLUMNS`` (None: missing)."""
-    request, response = answer.request, answer.response
+def _row(request: EdgeRequest, exchange: Exchange) -> tuple[Any, ...]:
+    """The values of an exchange's ``http_requests`` row, in the order of ``HTTP_REQUEST_COLUMNS`` (None: missing)."""
+    response = cast(EdgeResponse, exchange.response)
     client_ip, client_port = request.client or ("", 0)
     headers = dict(request.headers)
     user_agent = headers.get(b"user-agent")
     referer = headers.get(b"referer")
     requested_with = headers.get(b"x-requested-with")
     path, query = request.path, request.query_string
-    body_bytes = len(response.body)
-    started_ns, ended_ns = answer.started_ns, answer.ended_ns
-    zone = answer.zone
+    started_ns, ended_ns = exchange.started_ns, exchange.ended_ns
+    zone = exchange.zone
     return (
-        answer.ray_id,
+        exchange.ray_id,
         zone.zone_name if zone else "",
         client_ip,
         client_port,
-        answer.host,
+        exchange.host,
         request.method,
         path,
         path + "?" + query.decode("latin-1") if query else path,
@@ -217,18 +235,18 @@ def _row(answer: Answered) -> tuple[Any, ...]:
         requested_with.decode("latin-1") if requested_with else "",
         request.content_length,
         response.status,
-        body_bytes,
-        body_bytes + 128 + sum([len(name) + len(value) + 4 for name, value in response.headers]),
-        response.content_type.decode("latin-1"),
+        len(response.body),
+        exchange.sent_bytes,
+        _CONTENT_TYPES.get(response.content_type) or response.content_type.decode("latin-1"),
         started_ns,
         ended_ns,
         max(0, (ended_ns - started_ns) // 1_000_000),
         request.server[0] if request.server else "",
-        answer.origin_status,
-        answer.origin_duration_ms,
-        answer.client_country or None,
-        answer.client_asn or None,
-        answer.cache_status,
+        exchange.origin_status,
+        exchange.origin_duration_ms,
+        exchange.country or None,
+        exchange.asn or None,
+        exchange.cache_status,
     )
 
 
@@ -259,17 +277,16 @@ def _dictionaries(rows: list[tuple[Any, ...]], security: dict[int, dict[str, Any
     return records
 
 
-def _events(answer: Answered) -> list[dict[str, Any]]:
+def _events(request: EdgeRequest, exchange: Exchange) -> list[dict[str, Any]]:
     """The ``firewall_events`` records of an answer whose request the firewall matched. Each carries
     ``ZoneName`` (not a field of the dataset), by which delivery gives a zone's jobs their records."""
-    request = answer.request
     referer = _text(request.header(b"referer"))
     referer_scheme, _sep, rest = referer.partition("://")
     referer_host, _sep, referer_target = rest.partition("/")
     referer_path, _sep, referer_query = ("/" + referer_target if rest else "").partition("?")
     common: dict[str, Any] = {
         "ClientIP": request.client[0] if request.client else "",
-        "ClientRequestHost": answer.host,
+        "ClientRequestHost": exchange.host,
         "ClientRequestMethod": request.method,
         "ClientRequestPath": request.path,
         "ClientRequestQuery": request.query_string.decode("latin-1"),
@@ -280,18 +297,21 @@ def _events(answer: Answered) -> list[dict[str, Any]]:
         "ClientRefererPath": referer_path,
         "ClientRefererQuery": referer_query,
         "ClientRefererScheme": referer_scheme if rest else "",
-        "RayID": answer.ray_id,
+        "RayID": exchange.ray_id,
         "OriginatorRayID": "00",
-        "ZoneName": answer.zone.zone_name if answer.zone else "",
+        "ZoneName": exchange.zone.zone_name if exchange.zone else "",
     }
-    if answer.origin_status is not None:
-        common["OriginResponseStatus"] = answer.origin_status
-    if answer.client_country:
-        common["ClientCountry"] = answer.client_country
-    if answer.client_asn:
-        common["ClientASN"] = answer.client_asn
+    if exchange.origin_status is not None:
+        common["OriginResponseStatus"] = exchange.origin_status
+    if exchange.country:
+        common["ClientCountry"] = exchange.country
+    if exchange.asn:
+        common["ClientASN"] = exchange.asn
     return firewall_event_records(
-        answer.verdict, common, datetime_ns=answer.started_ns, edge_status=answer.response.status
+        exchange.verdict,
+        common,
+        datetime_ns=exchange.started_ns,
+        edge_status=cast(EdgeResponse, exchange.response).status,
     )
 
 

@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Final
 
 import orjson
 
-from edgeplane.edge.client_location import UNKNOWN, ClientLocation, ClientLocator
+from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
-from edgeplane.edge.request_log import Answered, RequestLog, new_ray_id
+from edgeplane.edge.request_log import Exchange, RequestLog, new_ray_id
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
 from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.rules import RequestFields
-from edgeplane.store.snapshot import SnapshotHolder, ZoneRoute
-from edgeplane.waf.firewall import ALLOWED, Verdict
+from edgeplane.store.snapshot import SnapshotHolder
+from edgeplane.waf.firewall import Verdict
 
 FIREWALL_BLOCKED: Final = -32003
 
@@ -44,21 +43,6 @@ _WRONG_METHOD_HEADERS = ((b"allow", b"POST"),)
 _UNSUPPORTED_MEDIA_TYPE = jsonrpc_error(
     415, INVALID_REQUEST, "unsupported media type; use Content-Type: application/json"
 )
-
-
-@dataclass(slots=True)
-class _Exchange:
-    """What the router learns about one request, from its head to its answer (kept in ``EdgeRequest.context``)."""
-
-    host: str
-    zone: ZoneRoute | None  # None: the host is no web3 hostname
-    ray_id: str = ""
-    started_ns: int = 0
-    location: ClientLocation = UNKNOWN
-    verdict: Verdict = ALLOWED
-    origin_status: int | None = None  # None: the request never reached an upstream
-    origin_duration_ms: int | None = None
-    cache_status: str = "unknown"
 
 
 class EdgeRouter:
@@ -87,17 +71,15 @@ class EdgeRouter:
         exchange = self._exchange(request)
         exchange.started_ns = time.time_ns()
         exchange.ray_id = new_ray_id()
-        exchange.location = self.locator.locate(request)
-        response = _with_ray(response, exchange.ray_id)
-        self.answered(request, response)  # refused on its head: logged at once (its body is still to be read)
-        return response
+        self._locate(request, exchange)
+        return _with_ray(response, exchange.ray_id)
 
-    def _exchange(self, request: EdgeRequest) -> _Exchange:
+    def _exchange(self, request: EdgeRequest) -> Exchange:
         """The request's exchange, made once: ``answer_head`` makes it, ``handle`` and ``answered`` reuse it."""
         exchange = request.context
-        if not isinstance(exchange, _Exchange):
+        if not isinstance(exchange, Exchange):
             host = _host(request)
-            exchange = request.context = _Exchange(host, self.snapshots.current.web3_zone(host))
+            exchange = request.context = Exchange(host, self.snapshots.current.web3_zone(host))
         return exchange
 
     def _refusal(self, request: EdgeRequest) -> EdgeResponse | None:
@@ -131,7 +113,7 @@ class EdgeRouter:
         zone = exchange.zone
         firewall = self.snapshots.current.firewall(zone.zone_id) if zone is not None else None
         if firewall is not None or self.request_log is not None:
-            exchange.location = self.locator.locate(request)
+            self._locate(request, exchange)
         if firewall is not None:
             verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange))
             if verdict.blocked:
@@ -141,10 +123,10 @@ class EdgeRouter:
             return self._response(answer, exchange)
         return self._awaited(answer, exchange)
 
-    async def _awaited(self, answering: Awaitable[GatewayResponse], exchange: _Exchange) -> EdgeResponse:
+    async def _awaited(self, answering: Awaitable[GatewayResponse], exchange: Exchange) -> EdgeResponse:
         return self._response(await answering, exchange)
 
-    def _response(self, answer: GatewayResponse, exchange: _Exchange) -> EdgeResponse:
+    def _response(self, answer: GatewayResponse, exchange: Exchange) -> EdgeResponse:
         if self.request_log is None:
             return EdgeResponse(answer.status, answer.body)
         exchange.cache_status = answer.cache_status
@@ -153,34 +135,24 @@ class EdgeRouter:
             exchange.origin_duration_ms = (time.time_ns() - exchange.started_ns) // 1_000_000
         return EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse) -> None:
+    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
         """Logs the answered request (``HttpServer`` calls this once the answer is written)."""
-        if self.request_log is None:
-            return
-        exchange = self._exchange(request)
-        if not exchange.ray_id:  # the handler failed before it began
+        exchange = request.context
+        if self.request_log is None or not isinstance(exchange, Exchange):
+            return  # not logged, or never routed (``/healthz``)
+        if not exchange.ray_id:  # answered by the server itself (a body too large, say), or the handler failed early
             exchange.ray_id = new_ray_id()
             exchange.started_ns = time.time_ns()
-        location = exchange.location
-        self.request_log.emit(
-            Answered(
-                request,
-                response,
-                time.time_ns(),
-                exchange.ray_id,
-                exchange.started_ns,
-                exchange.zone,
-                exchange.host,
-                location.country,
-                location.asn,
-                exchange.verdict,
-                exchange.origin_status,
-                exchange.origin_duration_ms,
-                exchange.cache_status,
-            )
-        )
+        exchange.response = response
+        exchange.ended_ns = time.time_ns()
+        exchange.sent_bytes = sent_bytes
+        self.request_log.emit(request, exchange)
 
-    def _fields(self, request: EdgeRequest, exchange: _Exchange) -> RequestFields:
+    def _locate(self, request: EdgeRequest, exchange: Exchange) -> None:
+        location = self.locator.locate(request)
+        exchange.country, exchange.asn = location.country, location.asn
+
+    def _fields(self, request: EdgeRequest, exchange: Exchange) -> RequestFields:
         client_ip, client_port = request.client if request.client else ("", 0)
         return RequestFields.from_http(
             method=request.method,
@@ -194,8 +166,8 @@ class EdgeRouter:
             client_port=client_port,
             server_port=request.server[1] if request.server else 80,
             http_version=request.http_version,
-            country=exchange.location.country,
-            asn=exchange.location.asn,
+            country=exchange.country,
+            asn=exchange.asn,
             ray_id=exchange.ray_id,
         )
 
