@@ -62,6 +62,7 @@ from urllib.parse import unquote
 import httptools
 import structlog
 
+from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.gateway.errors import INTERNAL_ERROR, INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
 
@@ -397,7 +398,7 @@ class _HttpConnection(asyncio.Protocol):
         self._in_head = False
         parser = self._parser
         request = EdgeRequest(
-            method=parser.get_method().decode("ascii"),
+            method=_METHODS(parser.get_method()),
             path="",
             query_string=b"",
             headers=self._headers,
@@ -617,17 +618,24 @@ class _HttpConnection(asyncio.Protocol):
 
 
 def _split_target(request: EdgeRequest, url: bytes) -> None:
+    request.path, request.raw_path, request.query_string = _TARGETS(url)
+
+
+def _target(url: bytes) -> tuple[str, str, bytes]:
+    """A request target's path (percent-decoded), its path as sent, and its query string."""
     if url[:1] != b"/":
         if url == b"*":
-            request.path = request.raw_path = "*"
-            return
+            return "*", "*", b""
         parsed = httptools.parse_url(url)  # the absolute form, ``http://host/path``
         url = (parsed.path or b"/") + (b"?" + parsed.query if parsed.query else b"")
     path, _, query = url.partition(b"?")
     text = path.decode("latin-1")
-    request.raw_path = text
-    request.path = unquote(text) if "%" in text else text
-    request.query_string = query
+    return unquote(text) if "%" in text else text, text, query
+
+
+# Targets and methods recur from request to request (see ``edgeplane.bounded_memo``).
+_TARGETS = BoundedMemo(_target)
+_METHODS: BoundedMemo[bytes, str] = BoundedMemo(bytes.decode)  # httptools accepts only known (ASCII) methods
 
 
 def _address(value: object) -> tuple[str, int] | None:

@@ -34,6 +34,7 @@ from typing import Any, Final, cast
 import pyarrow as pa
 from prometheus_client import Counter
 
+from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
 from edgeplane.logs.log_store import LogStore, LogStoreError
 from edgeplane.logs.record_columns import batch_of_columns, batch_of_rows
@@ -77,7 +78,9 @@ HTTP_REQUEST_CONSTANTS: Final = {"ClientRequestScheme": "http", "ClientRequestSo
 # Fields that repeat another field of the row (``EdgeRequestHost``: the edge serves the host the client asked for).
 HTTP_REQUEST_COPIES: Final = {"EdgeRequestHost": "ClientRequestHost"}
 _PROTOCOLS: Final = {"1.1": "HTTP/1.1", "1.0": "HTTP/1.0"}
-_CONTENT_TYPES: Final = {b"application/json": "application/json"}
+# Header values recur (the same user agents); one object per value also lets ``flush`` find repeated values by
+# identity (see ``edgeplane.bounded_memo``).
+_HEADER_TEXTS: Final[BoundedMemo[bytes, str]] = BoundedMemo(lambda value: value.decode("latin-1"))
 _UNCONVERTED: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeError, KeyError, TypeError, ValueError)
 
 RECORDS_REFUSED = Counter(
@@ -230,14 +233,14 @@ def _row(request: EdgeRequest, exchange: Exchange) -> tuple[Any, ...]:
         path,
         path + "?" + query.decode("latin-1") if query else path,
         _protocol(request.http_version),
-        user_agent.decode("latin-1") if user_agent else "",
-        referer.decode("latin-1") if referer else "",
-        requested_with.decode("latin-1") if requested_with else "",
+        _HEADER_TEXTS(user_agent) if user_agent else "",
+        _HEADER_TEXTS(referer) if referer else "",
+        _HEADER_TEXTS(requested_with) if requested_with else "",
         request.content_length,
         response.status,
         len(response.body),
         exchange.sent_bytes,
-        _CONTENT_TYPES.get(response.content_type) or response.content_type.decode("latin-1"),
+        _HEADER_TEXTS(response.content_type),
         started_ns,
         ended_ns,
         max(0, (ended_ns - started_ns) // 1_000_000),

@@ -26,6 +26,7 @@ from typing import Final
 
 import orjson
 
+from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
 from edgeplane.edge.request_log import Exchange, RequestLog, new_ray_id
@@ -213,10 +214,18 @@ def _host(request: EdgeRequest) -> str:
     value = request.header(b"host")
     if value is None:
         return request.server[0] if request.server else ""
+    return _HOSTS(value)
+
+
+def _host_name(value: bytes) -> str:
+    """The host of a Host header: lower case, without the port or an IPv6 address's brackets."""
     host = value.decode("latin-1").lower()
     if host.startswith("["):
         return host[1 : host.find("]")] if "]" in host else host
     return host.rsplit(":", 1)[0] if ":" in host else host
+
+
+_HOSTS = BoundedMemo(_host_name)  # hosts recur from request to request (see ``edgeplane.bounded_memo``)
 
 
 def _is_json(request: EdgeRequest) -> bool:
