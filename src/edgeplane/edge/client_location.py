@@ -144,7 +144,7 @@ class ClientLocator:
         if (wants_country or wants_asn) and request.client is not None:
             found = self._lookup(request.client[0])
             return ClientLocation(country or found.country, asn or found.asn)
-        return ClientLocation(country, asn)
+        return ClientLocation(country, asn) if country or asn else UNKNOWN
 
     def lookup(self, client_ip: str) -> ClientLocation:
         """The databases' answer for one address (cached); unknown for a malformed address or one the databases do

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
 
+from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.rules.addresses import client_key
 
 T = TypeVar("T")
@@ -192,34 +193,10 @@ class RequestFields:
 
     def _index_headers(self) -> None:
         """Decodes the header lines once, storing every header-derived field at the same time: the WAF reads
-        most of them on every request, and one pass costs about what a single field did."""
+        most of them on every request, and one pass costs about what a single field did. Header lines recur from
+        request to request, so the fields of recent ones are remembered (``_HEADER_FIELDS``; shared, read only)."""
         raw = self.raw_headers
-        # One decode of all names and one of all values: a header line cannot hold a line feed, so joining on it
-        # and splitting again is exact, and costs a fraction of decoding each line apart.
-        names = b"\n".join([name for name, _ in raw]).decode("utf-8", "surrogateescape").lower().split("\n")
-        values = b"\n".join([value for _, value in raw]).decode("utf-8", "surrogateescape").split("\n")
-        if not raw:
-            names, values = [], []
-        headers: dict[str, list[str]] = {}
-        for name, value in zip(names, values, strict=True):
-            found = headers.get(name)
-            if found is None:
-                headers[name] = [value]
-            else:
-                found.append(value)
-        cookies = headers.get("cookie")
-        forwarded = headers.get("x-forwarded-for")
-        user_agent = headers.get("user-agent")
-        referer = headers.get("referer")
-        self.__dict__.update(
-            http_request_headers=headers,
-            http_request_headers_names=names,
-            http_request_headers_values=values,
-            http_user_agent=user_agent[0] if user_agent else "",
-            http_referer=referer[0] if referer else "",
-            http_x_forwarded_for=", ".join(forwarded) if forwarded else "",
-            http_cookie="; ".join(cookies) if cookies else "",
-        )
+        self.__dict__.update(_HEADER_FIELDS(tuple(raw)) if len(raw) <= _MAX_REMEMBERED_HEADERS else _header_fields(raw))
 
     @cached_field
     def http_request_headers(self) -> dict[str, list[str]]:
@@ -357,3 +334,39 @@ class RequestFields:
     def raw_http_request_uri_args_values(self) -> list[str]:
         """As ``http.request.uri.args.values``."""
         return self.http_request_uri_args_values
+
+
+def _header_fields(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """The header-derived fields of a request's header lines (see ``RequestFields._index_headers``)."""
+    # One decode of all names and one of all values: a header line cannot hold a line feed, so joining on it and
+    # splitting again is exact, and costs a fraction of decoding each line apart.
+    names = b"\n".join([name for name, _ in raw]).decode("utf-8", "surrogateescape").lower().split("\n")
+    values = b"\n".join([value for _, value in raw]).decode("utf-8", "surrogateescape").split("\n")
+    if not raw:
+        names, values = [], []
+    headers: dict[str, list[str]] = {}
+    for name, value in zip(names, values, strict=True):
+        found = headers.get(name)
+        if found is None:
+            headers[name] = [value]
+        else:
+            found.append(value)
+    cookies = headers.get("cookie")
+    forwarded = headers.get("x-forwarded-for")
+    user_agent = headers.get("user-agent")
+    referer = headers.get("referer")
+    return {
+        "http_request_headers": headers,
+        "http_request_headers_names": names,
+        "http_request_headers_values": values,
+        "http_user_agent": user_agent[0] if user_agent else "",
+        "http_referer": referer[0] if referer else "",
+        "http_x_forwarded_for": ", ".join(forwarded) if forwarded else "",
+        "http_cookie": "; ".join(cookies) if cookies else "",
+    }
+
+
+_MAX_REMEMBERED_HEADERS = 64  # header lines of a request whose fields are remembered
+_HEADER_FIELDS: BoundedMemo[tuple[tuple[bytes, bytes], ...], dict[str, Any]] = BoundedMemo(
+    _header_fields, max_entries=256, max_length=_MAX_REMEMBERED_HEADERS
+)
