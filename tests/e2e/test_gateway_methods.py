@@ -3,6 +3,7 @@ with HTTP 403, and the HTTP and envelope errors of the gateway."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -206,8 +207,11 @@ def test_health_and_metrics(edge: EdgeplaneProcess) -> None:
     assert httpx.get(f"{edge.api_url}/healthz").json() == {"status": "ok"}
     rpc(edge.rpc_url(), "eth_chainId", [])
     rpc(edge.rpc_url(), "eth_coinbase", [])
-    metrics = httpx.get(f"{edge.api_url}/metrics").text
-    assert 'edgeplane_gateway_requests_total{method="eth_chainId",network="mainnet",outcome="answered"}' in metrics
+    answered = 'edgeplane_gateway_requests_total{method="eth_chainId",network="mainnet",outcome="answered"}'
+    deadline = time.monotonic() + 5  # counts per request are published every 0.25 s (edgeplane.batched_counts)
+    while answered not in (metrics := httpx.get(f"{edge.api_url}/metrics").text) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert answered in metrics
     assert 'edgeplane_gateway_requests_total{method="eth_coinbase",network="mainnet",outcome="refused"}' in metrics
     assert "edgeplane_upstream_request_duration_seconds_bucket" in metrics
     assert 'edgeplane_upstream_healthy{network="mainnet"' in metrics

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import structlog
 
+from edgeplane import batched_counts
 from edgeplane.config import Settings
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import HttpServer
@@ -113,6 +114,7 @@ class EdgeRuntime:
                 node.close()
         if self.request_log is not None:
             self.request_log.flush()
+        batched_counts.publish()
         if self.log_store is not None:
             await asyncio.to_thread(self.log_store.close)
         self.locator.close()

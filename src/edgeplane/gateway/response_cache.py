@@ -33,9 +33,9 @@ from typing import Final, Literal
 
 import orjson
 import structlog
-from prometheus_client import Counter
 
 from edgeplane import metrics
+from edgeplane.batched_counts import BatchedCount
 from edgeplane.config import ResponseCacheSettings
 from edgeplane.gateway.jsonrpc import RpcRequest
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
@@ -109,8 +109,9 @@ class ResponseCache:
         self._applied_read = 0  # the serial of the newest head read whose result is in use
         self._read_serials = itertools.count(1)
         self._no_read_before = float("-inf")  # after a failed read, a pause before the next
-        self._lookups: dict[CacheStatus, Counter] = {
-            status: metrics.GATEWAY_CACHE_LOOKUPS.labels(pool.network, status) for status in ("hit", "miss", "bypass")
+        self._lookups: dict[CacheStatus, BatchedCount] = {
+            status: BatchedCount(metrics.GATEWAY_CACHE_LOOKUPS.labels(pool.network, status))
+            for status in ("hit", "miss", "bypass")
         }
 
     def forget_head(self) -> None:
@@ -130,7 +131,7 @@ class ResponseCache:
         kept = generation.entries.get(_key(request))
         if kept is None:
             return None
-        self._lookups["hit"].inc()
+        self._lookups["hit"].add()
         return _answer_body(request, kept)
 
     async def answer(self, request: RpcRequest, body: bytes) -> CachedAnswer:
@@ -140,17 +141,17 @@ class ResponseCache:
         """
         key = _key(request)
         if _PENDING in key:
-            self._lookups["bypass"].inc()
+            self._lookups["bypass"].add()
             return CachedAnswer(await self.pool.forward(body, idempotent=True), "bypass")
         generation = await self._current_generation()
         if generation is None:
-            self._lookups["bypass"].inc()
+            self._lookups["bypass"].add()
             return CachedAnswer(await self.pool.forward(body, idempotent=True), "bypass")
         kept = generation.entries.get(key)
         if kept is not None:
-            self._lookups["hit"].inc()
+            self._lookups["hit"].add()
             return CachedAnswer(_answer_body(request, kept), "hit")
-        self._lookups["miss"].inc()
+        self._lookups["miss"].add()
         in_step = self._in_step
 
         async def post(node: UpstreamNode) -> tuple[bytes, bool]:

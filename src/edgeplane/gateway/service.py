@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from prometheus_client import Counter
 
 from edgeplane import metrics
+from edgeplane.batched_counts import BatchedCount
 from edgeplane.config import GatewaySettings
 from edgeplane.gateway.errors import (
     GatewayError,
@@ -79,7 +79,7 @@ class Gateway:
         known = policy.supported | set(policy.unsupported)
         self._metric_names = frozenset(known)
         # Labelled children are looked up once: prometheus_client's labels() costs more than the increment.
-        self._counters: dict[tuple[str, str, str], Counter] = {}
+        self._counters: dict[tuple[str, str, str], BatchedCount] = {}
 
     def _method_label(self, method: str) -> str:
         return method if method in self._metric_names else "other"
@@ -88,9 +88,9 @@ class Gateway:
         key = (network, method, outcome)
         counter = self._counters.get(key)
         if counter is None:
-            counter = metrics.GATEWAY_REQUESTS.labels(network, self._method_label(method), outcome)
+            counter = BatchedCount(metrics.GATEWAY_REQUESTS.labels(network, self._method_label(method), outcome))
             self._counters[key] = counter
-        counter.inc()
+        counter.add()
 
     def unknown_network(self, network: str) -> GatewayResponse:
         """The 404 answer for a network this gateway does not serve."""
