@@ -102,9 +102,11 @@ class EdgeRequest:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EdgeResponse:
-    """An answer: status, body and any headers besides Content-Type, Content-Length and Connection."""
+    """An answer: status, body and any headers besides Content-Type, Content-Length and Connection. Never changed
+    once made (shared answers are module constants); not frozen only because a frozen dataclass costs twice as much
+    to make, and the edge makes one per request."""
 
     status: int
     body: bytes

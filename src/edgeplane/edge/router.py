@@ -230,4 +230,11 @@ _HOSTS = BoundedMemo(_host_name)  # hosts recur from request to request (see ``e
 
 def _is_json(request: EdgeRequest) -> bool:
     value = request.header(b"content-type")
-    return value is not None and value.split(b";", 1)[0].strip().lower() == b"application/json"
+    return value is not None and _JSON_TYPES(value)
+
+
+def _names_json(content_type: bytes) -> bool:
+    return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+
+
+_JSON_TYPES = BoundedMemo(_names_json)  # content types recur from request to request

@@ -53,10 +53,10 @@ class UnknownNetwork(GatewayError):
     http_status = 404
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GatewayResponse:
     """What the edge sends back: an HTTP status and a JSON body; and whether the response cache answered
-    (``dynamic``: not a request the cache keeps)."""
+    (``dynamic``: not a request the cache keeps). Never changed once made (not frozen: see ``EdgeResponse``)."""
 
     status: int
     body: bytes
