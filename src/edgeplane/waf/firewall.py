@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
 import structlog
@@ -205,19 +206,40 @@ class _Stage:
     entrypoints: tuple[_Ruleset, ...]
 
 
-@dataclass(slots=True)
 class _Run:
-    request: RequestFields
-    candidates: set[int] | None  # None: every rule is a candidate (the index could not be read)
-    source: str = ""
-    phase: str = ""
-    matches: list[Match] = field(default_factory=list)
-    terminal: Match | None = None
-    response: BlockResponse | None = None
-    skipped_rulesets: set[str] = field(default_factory=set)
-    skipped_rules: dict[str, set[str]] = field(default_factory=dict)
-    skipped_phases: set[str] = field(default_factory=set)
-    skipped_products: set[str] = field(default_factory=set)
+    """One request's evaluation. The skip sets start as shared empty ones and are replaced by the first skip rule
+    that matches (rare): a request that meets no skip makes no set of its own."""
+
+    __slots__ = (
+        "candidates",
+        "matches",
+        "phase",
+        "request",
+        "response",
+        "skipped_phases",
+        "skipped_products",
+        "skipped_rules",
+        "skipped_rulesets",
+        "source",
+        "terminal",
+    )
+
+    def __init__(self, request: RequestFields, candidates: set[int] | None) -> None:
+        self.request = request
+        self.candidates = candidates  # None: every rule is a candidate (the index could not be read)
+        self.source = ""
+        self.phase = ""
+        self.matches: list[Match] = []
+        self.terminal: Match | None = None
+        self.response: BlockResponse | None = None
+        self.skipped_rulesets: frozenset[str] = _NONE
+        self.skipped_rules: Mapping[str, frozenset[str]] = _NO_RULES
+        self.skipped_phases: frozenset[str] = _NONE
+        self.skipped_products: frozenset[str] = _NONE
+
+
+_NONE: Final[frozenset[str]] = frozenset()
+_NO_RULES: Final[Mapping[str, frozenset[str]]] = MappingProxyType({})
 
 
 class Firewall:
@@ -309,11 +331,14 @@ class Firewall:
 
 
 def _apply_skip(skip: _Skip, run: _Run) -> None:
-    run.skipped_rulesets.update(skip.rulesets)
-    for ruleset_id, rule_ids in skip.rules.items():
-        run.skipped_rules.setdefault(ruleset_id, set()).update(rule_ids)
-    run.skipped_phases.update(skip.phases)
-    run.skipped_products.update(skip.products)
+    run.skipped_rulesets |= skip.rulesets
+    if skip.rules:
+        rules = dict(run.skipped_rules)
+        for ruleset_id, rule_ids in skip.rules.items():
+            rules[ruleset_id] = rules.get(ruleset_id, _NONE) | rule_ids
+        run.skipped_rules = rules
+    run.skipped_phases |= skip.phases
+    run.skipped_products |= skip.products
 
 
 def compile_firewall(
