@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from edgeplane.edge import http_server
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, HttpServer
 
 TIMEOUT = 5.0
@@ -484,3 +485,17 @@ def test_any_split_of_the_byte_stream_gives_the_same_requests(cuts: list[int]) -
     bounds = [0, *sorted(cuts), len(STREAM)]
     pieces = [STREAM[start:end] for start, end in itertools.pairwise(bounds)]
     assert asyncio.run(_send_in_pieces(pieces)) == EXPECTED
+
+
+async def test_answered_hears_of_answers_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http_server, "TELL_DELAY_SECONDS", 3600.0)  # only a full batch, or the stop, tells
+    handler = Recorder()
+    count = http_server.TELL_BATCH + 6
+    async with running(handler) as (_, port):
+        reader, writer = await connect(port)
+        writer.write(b"".join(post(f"/now/{index}") for index in range(count)))
+        for _ in range(count):
+            await read_response(reader)
+        assert [path for path, _ in handler.told] == [f"/now/{index}" for index in range(http_server.TELL_BATCH)]
+        writer.close()
+    assert len(handler.told) == count  # the rest when the server stopped
