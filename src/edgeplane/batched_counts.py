@@ -13,6 +13,10 @@ from __future__ import annotations
 import asyncio
 from typing import Final, Protocol
 
+import structlog
+
+log = structlog.get_logger(__name__)
+
 PUBLISH_SECONDS: Final = 0.25
 
 
@@ -53,7 +57,10 @@ def publish() -> None:
     waiting = _waiting[:]
     _waiting.clear()
     for count in waiting:
-        count._publish()
+        try:
+            count._publish()
+        except Exception:  # a counter that cannot count (none should): the others still publish
+            log.exception("a batched count could not be published")
 
 
 def _schedule() -> None:

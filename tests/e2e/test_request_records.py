@@ -86,28 +86,25 @@ def test_records_count_the_bytes_sent_and_include_refusals_but_not_health_checks
         answered = exchange_raw(service.edge_port, post + b"Content-Length: %d\r\n\r\n" % len(body), body)
         wrong_method = exchange_raw(service.edge_port, b"GET /v1/mainnet HTTP/1.1\r\n" + closing)
         too_large = exchange_raw(service.edge_port, post + b"Content-Length: 900000000\r\n\r\n")
-        health = exchange_raw(
-            service.edge_port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
+        health = exchange_raw(service.edge_port, b"GET /healthz HTTP/1.1\r\n" + closing)
+        chunked = exchange_raw(service.edge_port, post + b"Transfer-Encoding: chunked\r\n\r\n")
     finally:
         assert service.stop() == 0
-    assert [answer.split(b" ", 2)[1] for answer in (answered, wrong_method, too_large, health)] == [
-        b"200",
-        b"405",
-        b"413",
-        b"200",
-    ]
+    answers = (answered, wrong_method, too_large, health, chunked)
+    assert [answer.split(b" ", 2)[1] for answer in answers] == [b"200", b"405", b"413", b"200", b"411"]
     records = stored_records(data_dir)
     assert [(record["EdgeResponseStatus"], record["ClientRequestMethod"]) for record in records] == [
         (200, "POST"),
         (405, "GET"),
         (413, "POST"),
+        (411, "POST"),
     ]
-    assert records[0]["EdgeResponseBytes"] == len(answered)
-    assert records[1]["EdgeResponseBytes"] == len(wrong_method)
-    assert (
-        records[0]["RayID"]
-        == dict(line.split(b": ", 1) for line in answered.split(b"\r\n\r\n")[0].split(b"\r\n")[1:])[b"cf-ray"].decode()[
-            :16
-        ]
-    )
+    assert [record["EdgeResponseBytes"] for record in records] == [
+        len(answered),
+        len(wrong_method),
+        len(too_large),
+        len(chunked),
+    ]
+    head = dict(line.split(b": ", 1) for line in answered.split(b"\r\n\r\n")[0].split(b"\r\n")[1:])
+    assert records[0]["RayID"] == head[b"cf-ray"].decode()[:16]
+    assert all(record["EdgeStartTimestamp"] <= record["EdgeEndTimestamp"] for record in records)

@@ -50,7 +50,8 @@ class Recorder:
             return EdgeResponse(200, json.dumps({"path": request.path, "at_once": True}).encode())
         return self._handle(request)
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
+    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int, written_ns: int) -> None:
+        assert written_ns > 0
         self.told.append((request.path, response.status))
         self.sent.append(sent_bytes)
         self.heard.set()
@@ -216,7 +217,7 @@ async def test_answered_hears_of_an_answer_the_client_left_before() -> None:
 
 async def test_a_failing_answered_leaves_the_connection_serving() -> None:
     class Failing(Recorder):
-        def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
+        def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int, written_ns: int) -> None:
             raise RuntimeError("a bug in answered")
 
     async with running(Failing()) as (_, port):

@@ -49,8 +49,8 @@ SENT_BYTES = 150  # what the server says it wrote
 
 def emit(log: RequestLog, request: EdgeRequest | None = None, **details: Any) -> None:
     exchange = Exchange(details.pop("host", "rpc.example.com"), details.pop("zone", ZONE))
+    response = details.pop("response", RESPONSE)
     options: dict[str, Any] = {
-        "response": RESPONSE,
         "ended_ns": time.time_ns(),
         "sent_bytes": SENT_BYTES,
         "ray_id": "00000000000000ab",
@@ -60,7 +60,7 @@ def emit(log: RequestLog, request: EdgeRequest | None = None, **details: Any) ->
     }
     for name, value in options.items():
         setattr(exchange, name, value)
-    log.emit(request or edge_request(), exchange)
+    log.emit(request or edge_request(), response, exchange)
 
 
 def test_every_column_is_a_field_of_the_dataset() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, encode_response
 from edgeplane.edge.router import EdgeRouter
 
@@ -10,5 +12,5 @@ async def answer_through(router: EdgeRouter, request: EdgeRequest) -> EdgeRespon
     """The router's answer to ``request`` (awaited when it is not at hand), then ``answered`` as after the write."""
     answer = router.handle(request)
     response = answer if isinstance(answer, EdgeResponse) else await answer
-    router.answered(request, response, len(encode_response(response, keep_alive=True, http_10=False)))
+    router.answered(request, response, len(encode_response(response, keep_alive=True, http_10=False)), time.time_ns())
     return response

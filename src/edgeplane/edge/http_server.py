@@ -60,6 +60,7 @@ import asyncio
 import collections
 import http
 import socket
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol, cast
@@ -82,6 +83,7 @@ LINGER_SECONDS = 2.0  # how long input is drained after the server closed a conn
 # The handler hears of written answers (``answered``) in batches: this many, or this long after the first of them.
 TELL_BATCH = 64
 TELL_DELAY_SECONDS = 0.05
+TELL_AT_ONCE_BYTES = 256 * 1024  # an answer this large is told at once, with the batch it joins
 
 _JSON = b"application/json"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -133,9 +135,10 @@ class EdgeHandler(Protocol):
         """The answer to a request ``answer_head`` let through, with its whole body: the answer itself when it is at
         hand, else an awaitable of it."""
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
-        """Called once the answer ``handle`` gave is written, ``sent_bytes`` of head and body (0: dropped, the
-        client went away first)."""
+    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int, written_ns: int) -> None:
+        """Called, in batches and after the write, for every answer to a request whose head was read (the handler's
+        own, and the server's refusals): ``sent_bytes`` of head and body were written at ``written_ns`` (Unix
+        nanoseconds; 0 bytes: dropped, the client went away first). The request's body is gone by then."""
 
 
 def jsonrpc_error(
@@ -218,7 +221,8 @@ class HttpServer:
         self._connections: set[_HttpConnection] = set()
         self._stop: asyncio.Event | None = None
         self._all_closed: asyncio.Event | None = None
-        self._to_tell: list[tuple[EdgeRequest, EdgeResponse, int]] = []  # answers written, not yet told (``_tell``)
+        # answers written and not yet told (``_tell``): request, answer, bytes written, when
+        self._to_tell: list[tuple[EdgeRequest, EdgeResponse, int, int]] = []
         self._tell_timer: asyncio.TimerHandle | None = None
 
     async def serve(self, sock: socket.socket) -> None:
@@ -237,21 +241,23 @@ class HttpServer:
         try:
             await self._stop.wait()
         finally:
-            server.close()
-            sweeper.cancel()
-            for connection in list(self._connections):
-                connection.shut_down()
-            if self._connections:
-                self._all_closed.clear()
-                try:
-                    async with asyncio.timeout(self.grace_seconds):
-                        await self._all_closed.wait()
-                except TimeoutError:
-                    log.warning("requests still in flight at the end of the shutdown", count=len(self._connections))
+            try:
+                server.close()
+                sweeper.cancel()
                 for connection in list(self._connections):
-                    connection.abort()
-            await server.wait_closed()
-            self._tell_all()  # the handler hears of every answer before ``serve`` returns
+                    connection.shut_down()
+                if self._connections:
+                    self._all_closed.clear()
+                    try:
+                        async with asyncio.timeout(self.grace_seconds):
+                            await self._all_closed.wait()
+                    except TimeoutError:
+                        log.warning("requests still in flight at the end of the shutdown", count=len(self._connections))
+                    for connection in list(self._connections):
+                        connection.abort()
+                await server.wait_closed()
+            finally:
+                self._tell_all()  # the handler hears of every answer written before ``serve`` returns
 
     def shutdown(self) -> None:
         """Starts a graceful shutdown: ``serve`` stops accepting and returns once the connections are closed."""
@@ -265,12 +271,13 @@ class HttpServer:
     def _tell(self, request: EdgeRequest, answer: EdgeResponse, sent_bytes: int) -> None:
         """Tells the handler of an answer once it is written, in batches: once ``TELL_BATCH`` answers wait, or
         ``TELL_DELAY_SECONDS`` after the first of them (see the module docstring)."""
+        request.body = b""  # not needed any more; a batch should not hold bodies
         told = self._to_tell
-        told.append((request, answer, sent_bytes))
-        if len(told) == 1:
+        told.append((request, answer, sent_bytes, time.time_ns()))
+        if len(told) >= TELL_BATCH or sent_bytes > TELL_AT_ONCE_BYTES:
+            self._tell_all()  # a batch holds a bounded number of answers, and no large one for long
+        elif len(told) == 1:
             self._tell_timer = asyncio.get_running_loop().call_later(TELL_DELAY_SECONDS, self._tell_all)
-        elif len(told) >= TELL_BATCH:
-            self._tell_all()
 
     def _tell_all(self) -> None:
         if self._tell_timer is not None:
@@ -278,9 +285,9 @@ class HttpServer:
             self._tell_timer = None
         told, self._to_tell = self._to_tell, []
         answered = self.handler.answered
-        for request, answer, sent_bytes in told:
+        for request, answer, sent_bytes, written_ns in told:
             try:
-                answered(request, answer, sent_bytes)
+                answered(request, answer, sent_bytes, written_ns)
             except Exception:
                 log.exception("edge handler failed after answering", path=request.path)
 
@@ -369,7 +376,7 @@ class _HttpConnection(asyncio.Protocol):
             return
         except httptools.HttpParserError:
             if not self._input_closed:
-                self._refuse(_BAD_REQUEST)
+                self._refuse(_BAD_REQUEST, self._request)
             return
         # A chunk that leaves the head unfinished was all head (a chunk in which a head starts is not counted).
         if self._in_head and self._head_bytes > MAX_HEAD_BYTES and not self._input_closed:
@@ -524,6 +531,10 @@ class _HttpConnection(asyncio.Protocol):
         except Exception:
             log.exception("edge handler failed", path=request.path)
             answer = _INTERNAL_ERROR
+        except BaseException:  # cancelled (``abort``), or the process is going down: no answer
+            self._task = None
+            self._busy = False
+            raise
         self._finish(pending, request, answer)
 
     def _finish(self, pending: _Pending, request: EdgeRequest, answer: EdgeResponse) -> None:
@@ -626,7 +637,7 @@ class _HttpConnection(asyncio.Protocol):
                 transport.abort()
         elif self._in_message:
             if not self._reading_paused and now - self._message_since > self._server.read_seconds:
-                self._refuse(_TIMED_OUT)
+                self._refuse(_TIMED_OUT, self._request)
         elif not (self._busy or self._queue) and now - self._idle_since > self._server.idle_seconds:
             self._close()
 

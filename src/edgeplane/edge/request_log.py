@@ -29,7 +29,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import pyarrow as pa
 from prometheus_client import Counter
@@ -112,7 +112,6 @@ class Exchange:
         "origin_duration_ms",
         "origin_status",
         "ray_id",
-        "response",
         "sent_bytes",
         "started_ns",
         "verdict",
@@ -130,8 +129,7 @@ class Exchange:
         self.origin_status: int | None = None  # None: the request never reached an upstream
         self.origin_duration_ms: int | None = None
         self.cache_status = "unknown"  # the gateway's response cache: hit, miss, bypass, dynamic; unknown if not asked
-        self.response: EdgeResponse | None = None
-        self.ended_ns = 0  # when the answer was written
+        self.ended_ns = 0  # when the answer was written (Unix nanoseconds)
         self.sent_bytes = 0  # the answer's bytes, head and body, as written
 
 
@@ -156,13 +154,13 @@ class RequestLog:
         self._timer: asyncio.Handle | None = None  # the flush to come
         self._timer_loop: asyncio.AbstractEventLoop | None = None  # the loop it was scheduled on
 
-    def emit(self, request: EdgeRequest, exchange: Exchange) -> None:
-        """Records one answered request (``exchange.response`` set). Outside an event loop (a script, a test) its
-        records go to the store at once."""
-        self._rows.append(_row(request, exchange))
+    def emit(self, request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> None:
+        """Records one answered request. Outside an event loop (a script, a test) its records go to the store at
+        once."""
+        self._rows.append(_row(request, response, exchange))
         if exchange.verdict.matches:  # rare: a firewall match
             self._security[len(self._rows) - 1] = security_fields(exchange.verdict)
-            self._events.extend(_events(request, exchange))
+            self._events.extend(_events(request, response, exchange))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -212,9 +210,8 @@ class RequestLog:
         emitted.inc(count)
 
 
-def _row(request: EdgeRequest, exchange: Exchange) -> tuple[Any, ...]:
-    """The values of an exchange's ``http_requests`` row, in the order of ``HTTP_REQUEST_COLUMNS`` (None: missing)."""
-    response = cast(EdgeResponse, exchange.response)
+def _row(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> tuple[Any, ...]:
+    """The values of an answer's ``http_requests`` row, in the order of ``HTTP_REQUEST_COLUMNS`` (None: missing)."""
     client_ip, client_port = request.client or ("", 0)
     headers = dict(request.headers)
     user_agent = headers.get(b"user-agent")
@@ -280,7 +277,7 @@ def _dictionaries(rows: list[tuple[Any, ...]], security: dict[int, dict[str, Any
     return records
 
 
-def _events(request: EdgeRequest, exchange: Exchange) -> list[dict[str, Any]]:
+def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> list[dict[str, Any]]:
     """The ``firewall_events`` records of an answer whose request the firewall matched. Each carries
     ``ZoneName`` (not a field of the dataset), by which delivery gives a zone's jobs their records."""
     referer = _text(request.header(b"referer"))
@@ -314,7 +311,7 @@ def _events(request: EdgeRequest, exchange: Exchange) -> list[dict[str, Any]]:
         exchange.verdict,
         common,
         datetime_ns=exchange.started_ns,
-        edge_status=cast(EdgeResponse, exchange.response).status,
+        edge_status=response.status,
     )
 
 

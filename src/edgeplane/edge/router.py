@@ -40,6 +40,7 @@ from edgeplane.waf.firewall import Verdict
 FIREWALL_BLOCKED: Final = -32003
 
 _HEALTHY = EdgeResponse(200, b'{"status":"ok"}')
+_NOT_LOGGED: Final = object()  # the ``context`` of a request that is not logged (``/healthz``)
 _WRONG_METHOD_HEADERS = ((b"allow", b"POST"),)
 _UNSUPPORTED_MEDIA_TYPE = jsonrpc_error(
     415, INVALID_REQUEST, "unsupported media type; use Content-Type: application/json"
@@ -65,6 +66,7 @@ class EdgeRouter:
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
         if request.path == "/healthz":
+            request.context = _NOT_LOGGED
             return _HEALTHY
         response = self._refusal(request)
         if response is None or self.request_log is None:
@@ -136,18 +138,18 @@ class EdgeRouter:
             exchange.origin_duration_ms = (time.time_ns() - exchange.started_ns) // 1_000_000
         return EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
+    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int, written_ns: int) -> None:
         """Logs the answered request (``HttpServer`` calls this once the answer is written)."""
-        exchange = request.context
-        if self.request_log is None or not isinstance(exchange, Exchange):
-            return  # not logged, or never routed (``/healthz``)
+        if self.request_log is None or request.context is _NOT_LOGGED:
+            return
+        exchange = self._exchange(request)  # made here for a request the server refused before routing it
         if not exchange.ray_id:  # answered by the server itself (a body too large, say), or the handler failed early
             exchange.ray_id = new_ray_id()
-            exchange.started_ns = time.time_ns()
-        exchange.response = response
-        exchange.ended_ns = time.time_ns()
+            exchange.started_ns = written_ns
+            self._locate(request, exchange)
+        exchange.ended_ns = written_ns
         exchange.sent_bytes = sent_bytes
-        self.request_log.emit(request, exchange)
+        self.request_log.emit(request, response, exchange)
 
     def _locate(self, request: EdgeRequest, exchange: Exchange) -> None:
         location = self.locator.locate(request)

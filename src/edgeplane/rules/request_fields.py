@@ -368,5 +368,7 @@ def _header_fields(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, Any]:
 
 _MAX_REMEMBERED_HEADERS = 64  # header lines of a request whose fields are remembered
 _HEADER_FIELDS: BoundedMemo[tuple[tuple[bytes, bytes], ...], dict[str, Any]] = BoundedMemo(
-    _header_fields, max_entries=256, max_length=_MAX_REMEMBERED_HEADERS
+    _header_fields,
+    max_entries=64,
+    max_length=_MAX_REMEMBERED_HEADERS,  # at most 64 heads of up to 64 KiB each
 )

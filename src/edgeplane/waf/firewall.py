@@ -321,6 +321,7 @@ class Firewall:
                     _apply_skip(skip, run)
                     if skip.current:
                         return False
+                    skipped = run.skipped_rules.get(ruleset.id)  # the skip may name rules of this ruleset
                 continue
             run.matches.append(match)
             if action in TERMINATING_ACTIONS:
