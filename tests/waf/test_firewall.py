@@ -132,6 +132,24 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]] | None, str | None, 
         [("s1", "skip")],
     ),
     (
+        "skip rules of the ruleset the skip is in",
+        {
+            CUSTOM: [
+                Entrypoint(
+                    [
+                        rule("skip", rule_id="s1", rules={"zone-custom": ["c1"]}),
+                        rule("block", rule_id="c1"),
+                        rule("log", rule_id="l1"),
+                    ],
+                    "zone-custom",
+                )
+            ]
+        },
+        None,
+        None,
+        [("s1", "skip"), ("l1", "log")],
+    ),
+    (
         "a skip that does not match skips nothing",
         {MANAGED: [rule("skip", "false", rule_id="s1", rulesets=[MANAGED_RULESET_ID]), execute()]},
         None,
