@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from edgeplane.gateway.errors import InvalidParams
-from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs
+from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs, check_get_logs_at_once
 from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.quantities import BlockRef
 from edgeplane.gateway.trace_filter import parse_trace_filter_params, resolve_trace_filter
@@ -129,3 +133,32 @@ async def test_trace_filter_omitted_count_is_the_limit() -> None:
     query = await resolve_trace_filter(params, FixedChain(), LIMITS)
     assert query.selection.count == 200
     assert (query.from_block, query.to_block) == (1, 16)
+
+
+BLOCKS = st.one_of(st.none(), st.integers(0, 3000), st.sampled_from(["latest", "earliest", "safe", "finalized"]))
+
+
+@given(BLOCKS, BLOCKS)
+def test_get_logs_checked_at_once_agrees_with_the_resolved_range(start: object, end: object) -> None:
+    bounds = (("fromBlock", start), ("toBlock", end))
+    query = {
+        key: value if isinstance(value, str) else hex(value) for key, value in bounds if isinstance(value, int | str)
+    }
+    chain = FixedChain()
+    first = asyncio.run(chain.resolve(start if isinstance(start, (int, str)) else "latest"))  # type: ignore[arg-type]
+    last = asyncio.run(chain.resolve(end if isinstance(end, (int, str)) else "latest"))  # type: ignore[arg-type]
+    same = query.get("fromBlock", "latest") == query.get("toBlock", "latest")
+    try:
+        at_once = check_get_logs_at_once([query], LIMITS)
+    except LimitExceeded:
+        assert not same
+        assert last - first + 1 > 800
+        return
+    except InvalidParams:
+        assert not same
+        assert first > last
+        return
+    if at_once:
+        assert same or (isinstance(start, int) and isinstance(end, int) and first <= last <= first + 799)
+    else:
+        assert not (isinstance(start, int) and isinstance(end, int))

@@ -42,20 +42,40 @@ async def measure_block_range(
 async def check_get_logs(params: list[Any], resolver: BlockResolver, limits: GatewayLimits) -> None:
     """``eth_getLogs``: a block range of at most ``eth_get_logs_max_block_range`` blocks. A ``blockHash`` query
     names one block and is not a range."""
+    if check_get_logs_at_once(params, limits):
+        return
+    from_ref, to_ref = _get_logs_range(params[0])
+    first, last = await measure_block_range(from_ref, to_ref, resolver, method="eth_getLogs")
+    _check_get_logs_size(last - first + 1, limits)
+
+
+def check_get_logs_at_once(params: list[Any], limits: GatewayLimits) -> bool:
+    """``check_get_logs`` without the head: True when the query is checked (a ``blockHash``, one block, or two block
+    numbers), False when a block tag (or an omitted bound) must be resolved first. Raises what ``check_get_logs``
+    raises."""
     if not params or not isinstance(params[0], dict):
         raise InvalidParams("invalid eth_getLogs params: expected [filter object]")
     query = params[0]
-    has_range = query.get("fromBlock") is not None or query.get("toBlock") is not None
     if query.get("blockHash") is not None:
-        if has_range:
+        if query.get("fromBlock") is not None or query.get("toBlock") is not None:
             raise InvalidParams("invalid eth_getLogs params: blockHash cannot be combined with fromBlock or toBlock")
-        return
-    from_ref = _block_member(query, "fromBlock")
-    to_ref = _block_member(query, "toBlock")
+        return True
+    from_ref, to_ref = _get_logs_range(query)
     if from_ref == to_ref:
-        return
-    first, last = await measure_block_range(from_ref, to_ref, resolver, method="eth_getLogs")
-    size = last - first + 1
+        return True
+    if not (isinstance(from_ref, int) and isinstance(to_ref, int)):
+        return False
+    if from_ref > to_ref:
+        raise InvalidParams(f"invalid block range params: eth_getLogs fromBlock {from_ref} is after toBlock {to_ref}")
+    _check_get_logs_size(to_ref - from_ref + 1, limits)
+    return True
+
+
+def _get_logs_range(query: dict[str, Any]) -> tuple[BlockRef, BlockRef]:
+    return _block_member(query, "fromBlock"), _block_member(query, "toBlock")
+
+
+def _check_get_logs_size(size: int, limits: GatewayLimits) -> None:
     if size > limits.eth_get_logs_max_block_range:
         raise LimitExceeded("eth_getLogs block range", limit=limits.eth_get_logs_max_block_range, value=size)
 

@@ -33,7 +33,7 @@ from edgeplane.gateway.jsonrpc import (
     parse_body,
     result_object,
 )
-from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs
+from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs, check_get_logs_at_once
 from edgeplane.gateway.policy import MethodPolicy
 from edgeplane.gateway.response_cache import CacheStatus, ResponseCache
 from edgeplane.gateway.trace_filter import TraceFilterService
@@ -123,7 +123,7 @@ class Gateway:
         except MethodNotAllowed as error:
             return self._refused(pool, item, error)
         cache = self.caches.get(network) if method in self.policy.cacheable else None
-        if cache is not None and method not in _LIMITED_METHODS:
+        if cache is not None and (method not in _LIMITED_METHODS or self._limits_checked_at_once(item)):
             hit = cache.hit(item)
             if hit is not None:
                 self._count(network, method, "answered")
@@ -181,6 +181,17 @@ class Gateway:
     def _check_policy(self, method: str) -> None:
         if not self.policy.allows(method):
             raise MethodNotAllowed("rpc method is not whitelisted", data={"method": method})
+
+    def _limits_checked_at_once(self, request: RpcRequest) -> bool:
+        """Whether a limited request's limit holds, checked without the head; False when it needs the head, or
+        is over its limit (``_single`` then checks it again, and refuses it)."""
+        try:
+            if request.method == "eth_getLogs":
+                return check_get_logs_at_once(request.params, self.policy.limits)
+            check_fee_history(request.params, self.policy.limits)
+        except GatewayError:
+            return False
+        return True
 
     async def _check_limits(self, pool: UpstreamPool, request: RpcRequest) -> None:
         if request.method == "eth_getLogs":
