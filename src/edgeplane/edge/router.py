@@ -71,10 +71,7 @@ class EdgeRouter:
         response = self._refusal(request)
         if response is None or self.request_log is None:
             return response
-        exchange = self._exchange(request)
-        exchange.started_ns = time.time_ns()
-        exchange.ray_id = new_ray_id()
-        self._locate(request, exchange)
+        exchange = self._start(request, time.time_ns())
         return _with_ray(response, exchange.ray_id)
 
     def _exchange(self, request: EdgeRequest) -> Exchange:
@@ -110,17 +107,13 @@ class EdgeRouter:
     def handle(self, request: EdgeRequest) -> EdgeResponse | Awaitable[EdgeResponse]:
         """The answer to a request ``answer_head`` let through: the firewall's refusal, or the gateway's answer (at
         once when the gateway has it at hand)."""
-        exchange = self._exchange(request)
-        exchange.started_ns = time.time_ns()
-        exchange.ray_id = ray_id = new_ray_id()
+        exchange = self._start(request, time.time_ns())
         zone = exchange.zone
         firewall = self.snapshots.current.firewall(zone.zone_id) if zone is not None else None
-        if firewall is not None or self.request_log is not None:
-            self._locate(request, exchange)
         if firewall is not None:
             verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange))
             if verdict.blocked:
-                return _refusal(request, verdict, ray_id)
+                return _refusal(request, verdict, exchange.ray_id)
         answer = self.gateway.respond(_network(request.path), request.body)
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
@@ -144,16 +137,19 @@ class EdgeRouter:
             return
         exchange = self._exchange(request)  # made here for a request the server refused before routing it
         if not exchange.ray_id:  # answered by the server itself (a body too large, say), or the handler failed early
-            exchange.ray_id = new_ray_id()
-            exchange.started_ns = written_ns
-            self._locate(request, exchange)
+            self._start(request, written_ns)
         exchange.ended_ns = written_ns
         exchange.sent_bytes = sent_bytes
         self.request_log.emit(request, response, exchange)
 
-    def _locate(self, request: EdgeRequest, exchange: Exchange) -> None:
+    def _start(self, request: EdgeRequest, started_ns: int) -> Exchange:
+        """The request's exchange, started: its start time, a ray id, and the client's country and ASN."""
+        exchange = self._exchange(request)
+        exchange.started_ns = started_ns
+        exchange.ray_id = new_ray_id()
         location = self.locator.locate(request)
         exchange.country, exchange.asn = location.country, location.asn
+        return exchange
 
     def _fields(self, request: EdgeRequest, exchange: Exchange) -> RequestFields:
         client_ip, client_port = request.client if request.client else ("", 0)

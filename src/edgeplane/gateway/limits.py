@@ -34,9 +34,13 @@ async def measure_block_range(
         return from_ref, from_ref
     first = await resolver.resolve(from_ref)
     last = first if from_ref == to_ref else await resolver.resolve(to_ref)
+    _check_order(first, last, method)
+    return first, last
+
+
+def _check_order(first: int, last: int, method: str) -> None:
     if first > last:
         raise InvalidParams(f"invalid block range params: {method} fromBlock {first} is after toBlock {last}")
-    return first, last
 
 
 async def check_get_logs(params: list[Any], resolver: BlockResolver, limits: GatewayLimits) -> None:
@@ -65,8 +69,7 @@ def check_get_logs_at_once(params: list[Any], limits: GatewayLimits) -> bool:
         return True
     if not (isinstance(from_ref, int) and isinstance(to_ref, int)):
         return False
-    if from_ref > to_ref:
-        raise InvalidParams(f"invalid block range params: eth_getLogs fromBlock {from_ref} is after toBlock {to_ref}")
+    _check_order(from_ref, to_ref, "eth_getLogs")
     _check_get_logs_size(to_ref - from_ref + 1, limits)
     return True
 

@@ -122,13 +122,19 @@ class Gateway:
             self._check_policy(method)
         except MethodNotAllowed as error:
             return self._refused(pool, item, error)
+        limits_checked = method not in _LIMITED_METHODS
+        if not limits_checked:
+            try:
+                limits_checked = self._check_limits_at_once(item)
+            except GatewayError as error:
+                return self._refused(pool, item, error)
         cache = self.caches.get(network) if method in self.policy.cacheable else None
-        if cache is not None and (method not in _LIMITED_METHODS or self._limits_checked_at_once(item)):
+        if cache is not None and limits_checked:
             hit = cache.hit(item)
             if hit is not None:
                 self._count(network, method, "answered")
                 return GatewayResponse(200, hit, "hit")
-        return self._single(pool, item, body, cache)
+        return self._single(pool, item, body, cache, limits_checked)
 
     async def handle(self, network: str, body: bytes) -> GatewayResponse:
         """``respond``'s answer, awaited."""
@@ -136,16 +142,17 @@ class Gateway:
         return answer if isinstance(answer, GatewayResponse) else await answer
 
     async def _single(
-        self, pool: UpstreamPool, request: RpcRequest, body: bytes, cache: ResponseCache | None
+        self, pool: UpstreamPool, request: RpcRequest, body: bytes, cache: ResponseCache | None, limits_checked: bool
     ) -> GatewayResponse:
-        """The answer to an allowed request that ``respond`` could not give at once."""
+        """The answer to an allowed request that ``respond`` could not give at once (its limit still to be checked
+        against the head unless ``limits_checked``)."""
         method = request.method
         try:
             if method == "trace_filter":
                 traces = await self._traces.run(pool, request.params)
                 answer = encode(result_object(request.id, traces))
             else:
-                if method in _LIMITED_METHODS:
+                if not limits_checked:
                     await self._check_limits(pool, request)
                 if cache is not None:
                     cached = await cache.answer(request, body)
@@ -182,15 +189,12 @@ class Gateway:
         if not self.policy.allows(method):
             raise MethodNotAllowed("rpc method is not whitelisted", data={"method": method})
 
-    def _limits_checked_at_once(self, request: RpcRequest) -> bool:
-        """Whether a limited request's limit holds, checked without the head; False when it needs the head, or
-        is over its limit (``_single`` then checks it again, and refuses it)."""
-        try:
-            if request.method == "eth_getLogs":
-                return check_get_logs_at_once(request.params, self.policy.limits)
-            check_fee_history(request.params, self.policy.limits)
-        except GatewayError:
-            return False
+    def _check_limits_at_once(self, request: RpcRequest) -> bool:
+        """``_check_limits`` without the head: True when the limit holds, False when the head is needed to tell.
+        Raises what ``_check_limits`` raises."""
+        if request.method == "eth_getLogs":
+            return check_get_logs_at_once(request.params, self.policy.limits)
+        check_fee_history(request.params, self.policy.limits)
         return True
 
     async def _check_limits(self, pool: UpstreamPool, request: RpcRequest) -> None:

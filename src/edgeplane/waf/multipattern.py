@@ -11,8 +11,8 @@ costs one RE2 pass per input instead of one regular expression per rule.
 Inputs repeat from request to request (the same user agents, paths, content types), so each group remembers what
 its set found in the last ``MEMO_ENTRIES`` short values it searched: a search is a pure function of the value, and a
 dictionary look-up costs far less than encoding the value and running RE2 over it. The memory is bounded (values
-longer than ``MEMO_MAX_VALUE_LENGTH`` are not remembered; a full memory starts again empty) and belongs to the
-compiled index, so a configuration change starts it afresh.
+longer than ``MEMO_MAX_VALUE_LENGTH`` are not remembered; a full memory starts again empty: an
+``edgeplane.bounded_memo.BoundedMemo``) and belongs to the compiled index, so a configuration change starts it afresh.
 
 A pattern ``re2.Set`` refuses (it accepts less than a standalone RE2 does in rare cases), or a group whose set cannot
 be compiled within the memory budget, leaves its rules unindexed: they are evaluated on every request, as rules
@@ -21,10 +21,13 @@ without a prefilter are.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import re2
+
+from edgeplane.bounded_memo import BoundedMemo
 
 # Memory for one group's compiled set; RE2's default (8 MiB) is too small for a hundred signatures on one input.
 SET_MAX_MEMORY = 64 << 20
@@ -52,9 +55,8 @@ class PatternIndex:
         groups: dict[str, list[tuple[int, Prefilter]]] = {}
         for serial, prefilter in prefilters:
             groups.setdefault(prefilter.key, []).append((serial, prefilter))
-        self._groups: list[
-            tuple[Callable[[Any], Sequence[str]], Any, tuple[int, ...], bool, dict[str, tuple[int, ...]]]
-        ] = []
+        # Per input: its values, whether an empty value is skipped, and its search (remembered, bounded).
+        self._groups: list[tuple[Callable[[Any], Sequence[str]], bool, BoundedMemo[str, tuple[int, ...]]]] = []
         indexed: set[int] = set()
         for members in groups.values():
             options = re2.Options()
@@ -75,7 +77,12 @@ class PatternIndex:
                 continue
             # Absent inputs (no cookie, no Referer) are empty strings: searched only when a pattern can match one.
             skip_empty = not pattern_set.Match("")
-            self._groups.append((members[0][1].values, pattern_set, tuple(serials), skip_empty, {}))
+            search = BoundedMemo(
+                functools.partial(_search, pattern_set, tuple(serials)),
+                max_entries=MEMO_ENTRIES,
+                max_length=MEMO_MAX_VALUE_LENGTH,
+            )
+            self._groups.append((members[0][1].values, skip_empty, search))
             indexed.update(serials)
         self.indexed: frozenset[int] = frozenset(indexed)
 
@@ -89,17 +96,11 @@ class PatternIndex:
         not a candidate cannot match. Raises whatever reading the request's values raises (nothing, for
         ``edgeplane.rules.RequestFields``)."""
         found: set[int] = set()
-        for values, pattern_set, serials, skip_empty, memo in self._groups:
+        for values, skip_empty, search in self._groups:
             for value in values(request):
                 if skip_empty and not value:
                     continue
-                hits = memo.get(value)
-                if hits is None:
-                    hits = _search(pattern_set, serials, value)
-                    if len(value) <= MEMO_MAX_VALUE_LENGTH:
-                        if len(memo) >= MEMO_ENTRIES:
-                            memo.clear()
-                        memo[value] = hits
+                hits = search(value)
                 if hits:
                     found.update(hits)
         return found
