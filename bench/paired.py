@@ -102,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         rate, p50, cpu = (statistics.median(row[column] for row in rows) for column in range(3))
         each = ", ".join(f"{row[2]:.1f}" for row in rows)
         print(f"{name}: {rate:8.0f} req/s  p50 {p50:.3f} ms  CPU {cpu:.1f} us/request (rounds: {each})")
+    # The rounds load A and B at once, so a round's B-A difference is the figure least moved by the machine.
+    differences = sorted(b[2] - a[2] for a, b in zip(results["A"], results["B"], strict=True))
+    low, high = differences[0], differences[-1]
+    print(f"B-A: median {statistics.median(differences):+.1f} us/request (rounds from {low:+.1f} to {high:+.1f})")
     return 0
 
 

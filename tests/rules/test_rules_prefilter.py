@@ -58,3 +58,20 @@ def test_equal_inputs_share_a_key() -> None:
     assert first is not None
     assert second is not None
     assert first.key == second.key
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('lower(url_decode(http.request.uri.query)) matches "a"', "http_request_uri_query"),
+        ('ip.geoip.country eq "DE" and lower(http.request.uri.path) matches "^/wp-"', "http_request_uri_path"),
+        ('any(http.request.headers.values[*] contains "${jndi:")', "http_request_headers_values"),
+        ('http.request.headers["referer"][0] contains "evil"', "http_request_headers"),
+    ],
+)
+def test_the_field_an_input_reads(text: str, field: str) -> None:
+    prefilter = compile_expression(text).prefilter
+    assert prefilter is not None
+    assert prefilter.field == field
+    request = make_request()
+    assert prefilter.values_of(getattr(request, field)) == prefilter.values(request)

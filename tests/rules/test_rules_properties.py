@@ -115,3 +115,13 @@ def test_prefilter_is_necessary(text: str, request: RequestFields) -> None:
     found = any(pattern.search(value.encode("utf-8", "surrogateescape")) for value in prefilter.values(request))
     if expression(request):
         assert found
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(PREFILTERED), requests())
+def test_a_prefilter_input_is_a_function_of_its_field(text: str, request: RequestFields) -> None:
+    # The index remembers an input's search by the value of the field it reads (edgeplane.waf.multipattern).
+    prefilter = compile_expression(text).prefilter
+    if prefilter is None:
+        return
+    assert prefilter.values_of(getattr(request, prefilter.field)) == prefilter.values(request)

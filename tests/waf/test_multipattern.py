@@ -126,3 +126,47 @@ def test_remembered_searches_find_what_a_fresh_search_finds(monkeypatch: Any) ->
     assert [remembering.candidates(request) for request in requests] == [
         index().candidates(request) for request in requests
     ]
+
+
+def test_inputs_remembered_by_field_value_find_what_a_fresh_search_finds(monkeypatch: Any) -> None:
+    # A list field (every header line's value) is remembered as a whole; a list longer than the bound is searched
+    # afresh each time; a full memory starts again.
+    monkeypatch.setattr(multipattern, "MEMO_ENTRIES", 2)
+    expressions = [
+        'any(lower(url_decode(http.request.headers.values[*])[*])[*] contains "<script")',
+        'lower(url_decode(http.referer)) matches "union.+select"',
+        'http.request.headers["x-a"][0] contains "zz"',
+    ]
+
+    def index() -> PatternIndex:
+        return PatternIndex((serial, compile_expression(text).prefilter) for serial, text in enumerate(expressions))
+
+    def request(*headers: tuple[bytes, bytes]) -> RequestFields:
+        return RequestFields.from_http(
+            method="POST",
+            scheme="http",
+            host="rpc.example.com",
+            raw_path="/v1/mainnet",
+            query="",
+            headers=list(headers),
+            body=b"",
+            client_ip="192.0.2.1",
+        )
+
+    long_value = b"a" * (multipattern.MEMO_MAX_LIST_LENGTH + 1)
+    requests = [
+        request((b"x-b", b"%3CSCRIPT>")),
+        request((b"x-b", b"plain")),
+        request((b"referer", b"http://a/?q=UNION%20all%20SELECT")),
+        request((b"x-b", b"%3CSCRIPT>")),
+        request((b"x-b", long_value), (b"x-c", b"<script>")),
+        request((b"x-a", b"zzz"), (b"x-b", long_value)),
+        request((b"x-b", b"plain")),
+        request((b"x-b", long_value), (b"x-c", b"<script>")),
+    ]
+    remembering = index()
+    found = [remembering.candidates(each) for each in requests]
+    assert found == [index().candidates(each) for each in requests]
+    assert found[0] == found[3] == found[4] == {0}
+    assert found[2] == {1}
+    assert found[5] == {2}

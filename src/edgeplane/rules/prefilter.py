@@ -6,10 +6,15 @@ values contains a match. It comes from the first top-level conjunct (or the whol
 ``X`` is a field, indexes and functions of it (``lower(url_decode(http.request.uri.query))``). The engine groups
 prefilters by ``key`` (the canonical text of ``X``), runs one ``re2.Set`` per key and evaluates only the rules whose
 pattern matched.
+
+``X`` reads one field of the request and nothing else (functions of it take only literals besides), so its values
+are a pure function of that field's value: ``field`` names the request attribute, and ``values_of`` gives the values
+for a value of the field without a request. The engine uses that to remember an input's search by the field's value.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,16 +30,25 @@ class Prefilter:
     """``pattern`` (RE2, default options) is found in one of ``values(request)`` whenever the expression is true;
     ``key`` names the input, so prefilters with equal keys search the same values."""
 
-    __slots__ = ("_values", "key", "pattern")
+    __slots__ = ("_holder", "_values", "field", "key", "pattern")
 
-    def __init__(self, key: str, pattern: str, values: Callable[[Any], Sequence[str]]) -> None:
+    def __init__(self, key: str, pattern: str, values: Callable[[Any], Sequence[str]], field: str) -> None:
+        """``values`` reads only the request attribute ``field``."""
         self.key = key
         self.pattern = pattern
+        self.field = field
         self._values = values
+        self._holder = _holder_class(field)
 
     def values(self, request: Any) -> Sequence[str]:
         """The strings to search (empty when the input is missing); never raises."""
         return self._values(request)
+
+    def values_of(self, field_value: Any) -> Sequence[str]:
+        """The strings to search in a request whose ``field`` is ``field_value``; never raises."""
+        holder = self._holder()
+        setattr(holder, self.field, field_value)
+        return self._values(holder)
 
     def __repr__(self) -> str:
         return f"Prefilter(key={self.key!r}, pattern={self.pattern!r})"
@@ -67,7 +81,9 @@ def _from_conjunct(node: Node, checked: Checked) -> Prefilter | None:
     except UnicodeEncodeError:
         return None
     pattern = node.right.value if node.operator == "matches" else re2.escape(node.right.value)
-    return Prefilter(render(node.left, checked), pattern, _values_function(node.left, checked))
+    return Prefilter(
+        render(node.left, checked), pattern, _values_function(node.left, checked), _field(node.left, checked)
+    )
 
 
 def _is_input(node: Node) -> bool:
@@ -81,6 +97,25 @@ def _is_input(node: Node) -> bool:
             node = node.args[0]
         else:
             return False
+
+
+def _field(node: Node, checked: Checked) -> str:
+    """The request attribute of the field an input (``_is_input``) reads."""
+    while True:
+        if isinstance(node, FieldRef):
+            return checked.fields[node].attribute
+        if isinstance(node, Index):
+            node = node.target
+        elif isinstance(node, Call):
+            node = node.args[0]
+        else:
+            raise TypeError(f"not an input: {node!r}")
+
+
+@functools.cache
+def _holder_class(attribute: str) -> type:
+    """A class whose objects hold one request attribute: a request as far as an input of that field can tell."""
+    return type(f"_Only_{attribute}", (), {"__slots__": (attribute,)})
 
 
 def _values_function(node: Node, checked: Checked) -> Callable[[Any], Sequence[str]]:

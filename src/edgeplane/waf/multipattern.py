@@ -8,11 +8,16 @@ patterns go into one ``re2.Set``, and per request each input is searched once fo
 rules whose pattern was found (the *candidates*) have their expression evaluated. A request that matches nothing
 costs one RE2 pass per input instead of one regular expression per rule.
 
-Inputs repeat from request to request (the same user agents, paths, content types), so each group remembers what
-its set found in the last ``MEMO_ENTRIES`` short values it searched: a search is a pure function of the value, and a
-dictionary look-up costs far less than encoding the value and running RE2 over it. The memory is bounded (values
-longer than ``MEMO_MAX_VALUE_LENGTH`` are not remembered; a full memory starts again empty: an
-``edgeplane.bounded_memo.BoundedMemo``) and belongs to the compiled index, so a configuration change starts it afresh.
+Inputs repeat from request to request (the same user agents, paths, header lines), so each input remembers what
+its set found, twice over: by the value of the field the input reads (the input is a pure function of that one
+field, see ``edgeplane.rules.prefilter``), which spares both the input's functions (``lower(url_decode(...))``)
+and the search; and by each value searched, which spares the search when a field's value is new but its
+normalised value is not. A dictionary look-up costs far less than running the functions, encoding the value and
+running RE2 over it. The memories are bounded (field values longer than ``MEMO_MAX_VALUE_LENGTH`` characters, or
+lists of more than ``MEMO_MAX_LIST_LENGTH`` characters in all, and searched values longer than
+``MEMO_MAX_VALUE_LENGTH``, are not remembered; a full memory of ``MEMO_ENTRIES`` starts again empty: an
+``edgeplane.bounded_memo.BoundedMemo``) and belong to the compiled index, so a configuration change starts them
+afresh.
 
 A pattern ``re2.Set`` refuses (it accepts less than a standalone RE2 does in rare cases), or a group whose set cannot
 be compiled within the memory budget, leaves its rules unindexed: they are evaluated on every request, as rules
@@ -22,6 +27,7 @@ without a prefilter are.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -34,6 +40,7 @@ SET_MAX_MEMORY = 64 << 20
 # What each group remembers of the values it searched (see the module docstring).
 MEMO_ENTRIES = 512
 MEMO_MAX_VALUE_LENGTH = 512
+MEMO_MAX_LIST_LENGTH = 4096  # characters, of a list field's values together (the header lines' values, say)
 
 
 class Prefilter(Protocol):
@@ -45,7 +52,53 @@ class Prefilter(Protocol):
     @property
     def pattern(self) -> str: ...
 
+    @property
+    def field(self) -> str: ...
+
     def values(self, request: Any, /) -> Sequence[str]: ...
+
+    def values_of(self, field_value: Any, /) -> Sequence[str]: ...
+
+
+class _Input:
+    """One input of the index: the field it reads, its set's search, and what the search found, remembered by the
+    field's value."""
+
+    __slots__ = ("read", "remembered", "search", "skip_empty", "values_of")
+
+    def __init__(self, prefilter: Prefilter, skip_empty: bool, search: Callable[[str], tuple[int, ...]]) -> None:
+        self.read = operator.attrgetter(prefilter.field)
+        self.values_of = prefilter.values_of
+        self.skip_empty = skip_empty  # absent inputs (no cookie, no Referer) are empty strings
+        self.search = search
+        self.remembered: BoundedMemo[str | tuple[str, ...], tuple[int, ...]] = BoundedMemo(
+            self._found_in_remembered, max_entries=MEMO_ENTRIES, max_length=MEMO_MAX_LIST_LENGTH
+        )
+
+    def found(self, request: Any) -> tuple[int, ...]:
+        """The serials of the set's patterns found in this input of ``request``."""
+        field_value = self.read(request)
+        kind = type(field_value)
+        if kind is str:
+            if len(field_value) <= MEMO_MAX_VALUE_LENGTH:
+                return self.remembered(field_value)
+        elif kind is list and sum(map(len, field_value)) <= MEMO_MAX_LIST_LENGTH:
+            try:
+                return self.remembered(tuple(field_value))
+            except TypeError:  # values that are not strings (no field of the scheme has them)
+                pass
+        return self._found_in(field_value)
+
+    def _found_in_remembered(self, field_value: str | tuple[str, ...]) -> tuple[int, ...]:
+        return self._found_in(list(field_value) if type(field_value) is tuple else field_value)
+
+    def _found_in(self, field_value: Any) -> tuple[int, ...]:
+        found: list[int] = []
+        for value in self.values_of(field_value):
+            if self.skip_empty and not value:
+                continue
+            found.extend(self.search(value))
+        return tuple(found)
 
 
 class PatternIndex:
@@ -55,8 +108,7 @@ class PatternIndex:
         groups: dict[str, list[tuple[int, Prefilter]]] = {}
         for serial, prefilter in prefilters:
             groups.setdefault(prefilter.key, []).append((serial, prefilter))
-        # Per input: its values, whether an empty value is skipped, and its search (remembered, bounded).
-        self._groups: list[tuple[Callable[[Any], Sequence[str]], bool, BoundedMemo[str, tuple[int, ...]]]] = []
+        self._inputs: list[_Input] = []
         indexed: set[int] = set()
         for members in groups.values():
             options = re2.Options()
@@ -75,34 +127,30 @@ class PatternIndex:
                 pattern_set.Compile()
             except re2.error:
                 continue
-            # Absent inputs (no cookie, no Referer) are empty strings: searched only when a pattern can match one.
-            skip_empty = not pattern_set.Match("")
             search = BoundedMemo(
                 functools.partial(_search, pattern_set, tuple(serials)),
                 max_entries=MEMO_ENTRIES,
                 max_length=MEMO_MAX_VALUE_LENGTH,
             )
-            self._groups.append((members[0][1].values, skip_empty, search))
+            # An empty value is searched only when a pattern can match one.
+            self._inputs.append(_Input(members[0][1], not pattern_set.Match(""), search))
             indexed.update(serials)
         self.indexed: frozenset[int] = frozenset(indexed)
 
     @property
     def inputs(self) -> int:
         """How many inputs (distinct keys) a request is searched in."""
-        return len(self._groups)
+        return len(self._inputs)
 
     def candidates(self, request: Any) -> set[int]:
         """The serials of the indexed rules whose pattern matches the request's input. An indexed rule that is
         not a candidate cannot match. Raises whatever reading the request's values raises (nothing, for
         ``edgeplane.rules.RequestFields``)."""
         found: set[int] = set()
-        for values, skip_empty, search in self._groups:
-            for value in values(request):
-                if skip_empty and not value:
-                    continue
-                hits = search(value)
-                if hits:
-                    found.update(hits)
+        for each in self._inputs:
+            hits = each.found(request)
+            if hits:
+                found.update(hits)
         return found
 
 
