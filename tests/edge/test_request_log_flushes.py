@@ -1,0 +1,137 @@
+"""The request log converts a flush's rows column by column, each distinct value once: whatever the mix of rows in a
+flush, each record is the one the row gets when it is flushed alone, and rows no batch holds get the same records as
+dictionaries."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
+from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, Exchange, RequestLog
+from edgeplane.store.snapshot import ZoneRoute
+from tests.support.memory_log_store import MemoryLogStore
+
+ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
+STARTED = 1_700_000_000_000_000_000
+
+headers = st.lists(
+    st.tuples(st.sampled_from([b"user-agent", b"referer", b"x-requested-with", b"accept"]), st.binary(max_size=6)),
+    max_size=4,
+)
+answers = st.fixed_dictionaries(
+    {
+        "query": st.sampled_from([b"", b"a=1", b"q=\xe9"]),
+        "headers": headers,
+        "http_version": st.sampled_from(["1.1", "1.0"]),
+        "client": st.sampled_from([None, ("198.51.100.4", 40000), ("2001:db8::1", 1)]),
+        "server": st.sampled_from([None, ("127.0.0.1", 8080)]),
+        "zone": st.sampled_from([None, ZONE]),
+        "status": st.sampled_from([200, 403, 502]),
+        "content_type": st.sampled_from([b"application/json", b"text/plain; charset=\xe9"]),
+        "elapsed_ns": st.integers(-5_000_000, 5_000_000_000),
+        "origin": st.sampled_from([None, (200, 0), (502, 31)]),
+        "country": st.sampled_from(["", "nz"]),
+        "asn": st.sampled_from([0, 64500]),
+        "cache_status": st.sampled_from(["hit", "miss", "unknown"]),
+    }
+)
+
+
+def answer(number: int, details: dict[str, Any]) -> tuple[EdgeRequest, EdgeResponse, Exchange]:
+    request = EdgeRequest(
+        method="POST",
+        path="/v1/mainnet",
+        query_string=details["query"],
+        headers=[(b"host", b"rpc.example.com"), *details["headers"]],
+        http_version=details["http_version"],
+        client=details["client"],
+        server=details["server"],
+        content_length=number,
+    )
+    response = EdgeResponse(details["status"], b"x" * number, content_type=details["content_type"])
+    exchange = Exchange("rpc.example.com", details["zone"])
+    exchange.ray_id = f"{number:016x}"
+    exchange.started_ns = STARTED + number
+    exchange.ended_ns = STARTED + number + details["elapsed_ns"]
+    exchange.sent_bytes = 100 + number
+    if details["origin"] is not None:
+        exchange.origin_status, exchange.origin_duration_ms = details["origin"]
+    exchange.country, exchange.asn = details["country"], details["asn"]
+    exchange.cache_status = details["cache_status"]
+    return request, response, exchange
+
+
+def flushed_together(answers: list[tuple[EdgeRequest, EdgeResponse, Exchange]]) -> list[dict[str, Any]]:
+    store = MemoryLogStore()
+    log = RequestLog(store, max_rows=len(answers) + 1)  # type: ignore[arg-type]
+
+    async def emit_all() -> None:
+        for each in answers:
+            log.emit(*each)
+        log.flush()
+
+    asyncio.run(emit_all())
+    assert store.batches.get(HTTP_REQUESTS, 0) <= 1
+    return store.records[HTTP_REQUESTS]
+
+
+def flushed_alone(each: tuple[EdgeRequest, EdgeResponse, Exchange]) -> dict[str, Any]:
+    store = MemoryLogStore()
+    RequestLog(store).emit(*each)  # type: ignore[arg-type]  # outside a loop: flushed at once
+    (record,) = store.records[HTTP_REQUESTS]
+    return record
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(answers, min_size=1, max_size=8))
+def test_a_record_does_not_depend_on_the_rows_flushed_with_it(details: list[dict[str, Any]]) -> None:
+    each = [answer(number, one) for number, one in enumerate(details)]
+    together = flushed_together(each)
+    assert together == [flushed_alone(one) for one in each]
+    constants = {"ClientRequestScheme", "ClientRequestSource", "EdgeRequestHost"}
+    for record in together:
+        assert set(record) <= set(HTTP_REQUEST_COLUMNS) | constants
+        assert record["EdgeTimeToFirstByteMs"] >= 0
+
+
+def test_the_values_of_a_mixed_flush() -> None:
+    one = answer(1, {**_PLAIN, "query": b"a=1", "headers": [(b"user-agent", b"web3.py/7")], "country": "nz"})
+    two = answer(2, {**_PLAIN, "http_version": "1.0", "server": None, "asn": 64500, "elapsed_ns": -1})
+    first, second = flushed_together([one, two])
+    assert (first["ClientRequestURI"], second["ClientRequestURI"]) == ("/v1/mainnet?a=1", "/v1/mainnet")
+    assert (first["ClientRequestUserAgent"], second["ClientRequestUserAgent"]) == ("web3.py/7", "")
+    assert (first["ClientRequestProtocol"], second["ClientRequestProtocol"]) == ("HTTP/1.1", "HTTP/1.0")
+    assert (first["EdgeServerIP"], second["EdgeServerIP"]) == ("127.0.0.1", "")
+    assert (first.get("ClientCountry"), second.get("ClientCountry")) == ("nz", None)
+    assert (first.get("ClientASN"), second.get("ClientASN")) == (None, 64500)
+    assert (first["EdgeTimeToFirstByteMs"], second["EdgeTimeToFirstByteMs"]) == (3, 0)
+
+
+def test_rows_no_batch_holds_get_the_same_records(monkeypatch: Any) -> None:
+    import edgeplane.edge.request_log as request_log
+
+    each = [answer(number, {**_PLAIN, "query": b"a=%d" % number}) for number in range(3)]
+    expected = flushed_together(each)
+    monkeypatch.setattr(request_log, "batch_of_columns", lambda *_: None)  # no batch: the rows go as dictionaries
+    assert flushed_together(each) == expected
+
+
+_PLAIN: dict[str, Any] = {
+    "query": b"",
+    "headers": [],
+    "http_version": "1.1",
+    "client": ("198.51.100.4", 40000),
+    "server": ("127.0.0.1", 8080),
+    "zone": ZONE,
+    "status": 200,
+    "content_type": b"application/json",
+    "elapsed_ns": 3_000_000,
+    "origin": None,
+    "country": "",
+    "asn": 0,
+    "cache_status": "hit",
+}
