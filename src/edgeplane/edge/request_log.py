@@ -161,12 +161,17 @@ class RequestLog:
         if exchange.verdict.matches:  # rare: a firewall match
             self._security[len(self._rows) - 1] = security_fields(exchange.verdict)
             self._events.extend(_events(request, response, exchange))
+        full = len(self._rows) >= self.max_rows
+        timer_loop = self._timer_loop
+        if not full and self._timer is not None and timer_loop is not None and timer_loop.is_running():
+            # The flush to come takes this row: its loop runs, so it is the loop emitting (one per thread), and
+            # asking for the running loop (a system call, to check the process) is not needed.
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.flush()
             return
-        full = len(self._rows) >= self.max_rows
         if self._timer is not None and self._timer_loop is loop:
             if not full:
                 return
