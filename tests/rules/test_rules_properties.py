@@ -117,11 +117,18 @@ def test_prefilter_is_necessary(text: str, request: RequestFields) -> None:
         assert found
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(PREFILTERED), requests())
-def test_a_prefilter_input_is_a_function_of_its_field(text: str, request: RequestFields) -> None:
+# Inputs of every shape a prefilter takes: plain, mapped ([*]) and indexed fields, through functions, by alias.
+INPUTS = [*BYTES_VALUES, "raw.http.request.uri.path", "ip.geoip.country", "http.request.headers.names[0]",
+          "http.request.headers.values[*]", "lower(url_decode(http.request.headers.values[*])[*])[*]",
+          'http.request.headers["x-a"][*]', "http.request.uri.args.values[*]", 'http.request.cookies["a"][*]',
+          "http.request.accepted_languages[*]", "lower(http.request.uri.args.names[*])[*]"]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(INPUTS), st.sampled_from(['"a"', '"/"', '"%27"', '"é"', '""']), requests())
+def test_a_prefilter_input_is_a_function_of_its_field(value: str, literal: str, request: RequestFields) -> None:
     # The index remembers an input's search by the value of the field it reads (edgeplane.waf.multipattern).
+    text = f"any({value} contains {literal})" if value.endswith("[*]") else f"{value} contains {literal}"
     prefilter = compile_expression(text).prefilter
-    if prefilter is None:
-        return
+    assert prefilter is not None, text
     assert prefilter.values_of(getattr(request, prefilter.field)) == prefilter.values(request)

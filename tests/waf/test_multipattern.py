@@ -128,45 +128,73 @@ def test_remembered_searches_find_what_a_fresh_search_finds(monkeypatch: Any) ->
     ]
 
 
+def _headers_request(*headers: tuple[bytes, bytes]) -> RequestFields:
+    return RequestFields.from_http(
+        method="POST",
+        scheme="http",
+        host="rpc.example.com",
+        raw_path="/v1/mainnet",
+        query="",
+        headers=list(headers),
+        body=b"",
+        client_ip="192.0.2.1",
+    )
+
+
+HEADER_INPUTS = [
+    'any(lower(url_decode(http.request.headers.values[*])[*])[*] contains "<script")',
+    'lower(url_decode(http.referer)) matches "union.+select"',
+    'http.request.headers["x-a"][0] contains "zz"',
+]
+
+
+def _header_index() -> PatternIndex:
+    return PatternIndex((serial, compile_expression(text).prefilter) for serial, text in enumerate(HEADER_INPUTS))
+
+
 def test_inputs_remembered_by_field_value_find_what_a_fresh_search_finds(monkeypatch: Any) -> None:
-    # A list field (every header line's value) is remembered as a whole; a list longer than the bound is searched
-    # afresh each time; a full memory starts again.
+    # Whatever is remembered or forgotten (a full memory starts again), the candidates are a fresh index's.
     monkeypatch.setattr(multipattern, "MEMO_ENTRIES", 2)
-    expressions = [
-        'any(lower(url_decode(http.request.headers.values[*])[*])[*] contains "<script")',
-        'lower(url_decode(http.referer)) matches "union.+select"',
-        'http.request.headers["x-a"][0] contains "zz"',
-    ]
-
-    def index() -> PatternIndex:
-        return PatternIndex((serial, compile_expression(text).prefilter) for serial, text in enumerate(expressions))
-
-    def request(*headers: tuple[bytes, bytes]) -> RequestFields:
-        return RequestFields.from_http(
-            method="POST",
-            scheme="http",
-            host="rpc.example.com",
-            raw_path="/v1/mainnet",
-            query="",
-            headers=list(headers),
-            body=b"",
-            client_ip="192.0.2.1",
-        )
-
-    long_value = b"a" * (multipattern.MEMO_MAX_LIST_LENGTH + 1)
+    long_value = b"a" * (multipattern.MEMO_MAX_LIST_CHARACTERS + 1)
     requests = [
-        request((b"x-b", b"%3CSCRIPT>")),
-        request((b"x-b", b"plain")),
-        request((b"referer", b"http://a/?q=UNION%20all%20SELECT")),
-        request((b"x-b", b"%3CSCRIPT>")),
-        request((b"x-b", long_value), (b"x-c", b"<script>")),
-        request((b"x-a", b"zzz"), (b"x-b", long_value)),
-        request((b"x-b", b"plain")),
-        request((b"x-b", long_value), (b"x-c", b"<script>")),
+        _headers_request((b"x-b", b"%3CSCRIPT>")),
+        _headers_request((b"x-b", b"plain")),
+        _headers_request((b"referer", b"http://a/?q=UNION%20all%20SELECT")),
+        _headers_request((b"x-b", b"%3CSCRIPT>")),
+        _headers_request((b"x-b", long_value), (b"x-c", b"<script>")),
+        _headers_request((b"x-a", b"zzz"), (b"x-b", long_value)),
+        _headers_request((b"x-b", b"plain")),
+        _headers_request((b"x-b", long_value), (b"x-c", b"<script>")),
     ]
-    remembering = index()
+    remembering = _header_index()
     found = [remembering.candidates(each) for each in requests]
-    assert found == [index().candidates(each) for each in requests]
+    assert found == [_header_index().candidates(each) for each in requests]
     assert found[0] == found[3] == found[4] == {0}
     assert found[2] == {1}
     assert found[5] == {2}
+
+
+def test_a_list_field_is_remembered_within_its_bounds() -> None:
+    index = _header_index()
+    headers_values = index._inputs[0]
+    calls: list[object] = []
+    original = headers_values.values_of
+
+    def counted(field_value: Any) -> Any:
+        calls.append(field_value)
+        return original(field_value)
+
+    headers_values.values_of = counted
+    many = [(b"x-%d" % number, b"v") for number in range(multipattern.MEMO_MAX_LIST_ITEMS + 1)]
+    long_value = (b"x-b", b"a" * (multipattern.MEMO_MAX_LIST_CHARACTERS + 1))
+    for headers, remembered in [
+        ([(b"x-b", b"<SCRIPT>")], True),
+        ([(b"x-b", b"plain"), (b"x-c", b"<script>")], True),
+        (many, False),
+        ([long_value], False),
+    ]:
+        calls.clear()
+        first = index.candidates(_headers_request(*headers))
+        again = index.candidates(_headers_request(*headers))
+        assert first == again == _header_index().candidates(_headers_request(*headers))
+        assert len(calls) == (1 if remembered else 2), headers[:2]

@@ -155,8 +155,8 @@ class RequestLog:
         self._timer_loop: asyncio.AbstractEventLoop | None = None  # the loop it was scheduled on
 
     def emit(self, request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> None:
-        """Records one answered request. Outside an event loop (a script, a test) its records go to the store at
-        once."""
+        """Records one answered request; called on the thread of the event loop that serves it. Outside an event
+        loop (a script, a test) its records go to the store at once."""
         self._rows.append(_row(request, response, exchange))
         if exchange.verdict.matches:  # rare: a firewall match
             self._security[len(self._rows) - 1] = security_fields(exchange.verdict)

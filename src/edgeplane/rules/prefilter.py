@@ -14,8 +14,8 @@ for a value of the field without a request. The engine uses that to remember an 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import re2
@@ -30,7 +30,7 @@ class Prefilter:
     """``pattern`` (RE2, default options) is found in one of ``values(request)`` whenever the expression is true;
     ``key`` names the input, so prefilters with equal keys search the same values."""
 
-    __slots__ = ("_holder", "_values", "field", "key", "pattern")
+    __slots__ = ("_values", "field", "key", "pattern")
 
     def __init__(self, key: str, pattern: str, values: Callable[[Any], Sequence[str]], field: str) -> None:
         """``values`` reads only the request attribute ``field``."""
@@ -38,7 +38,6 @@ class Prefilter:
         self.pattern = pattern
         self.field = field
         self._values = values
-        self._holder = _holder_class(field)
 
     def values(self, request: Any) -> Sequence[str]:
         """The strings to search (empty when the input is missing); never raises."""
@@ -46,9 +45,7 @@ class Prefilter:
 
     def values_of(self, field_value: Any) -> Sequence[str]:
         """The strings to search in a request whose ``field`` is ``field_value``; never raises."""
-        holder = self._holder()
-        setattr(holder, self.field, field_value)
-        return self._values(holder)
+        return self._values(SimpleNamespace(**{self.field: field_value}))  # a request as far as the input can tell
 
     def __repr__(self) -> str:
         return f"Prefilter(key={self.key!r}, pattern={self.pattern!r})"
@@ -110,12 +107,6 @@ def _field(node: Node, checked: Checked) -> str:
             node = node.args[0]
         else:
             raise TypeError(f"not an input: {node!r}")
-
-
-@functools.cache
-def _holder_class(attribute: str) -> type:
-    """A class whose objects hold one request attribute: a request as far as an input of that field can tell."""
-    return type(f"_Only_{attribute}", (), {"__slots__": (attribute,)})
 
 
 def _values_function(node: Node, checked: Checked) -> Callable[[Any], Sequence[str]]:

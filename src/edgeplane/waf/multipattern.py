@@ -13,8 +13,10 @@ its set found, twice over: by the value of the field the input reads (the input 
 field, see ``edgeplane.rules.prefilter``), which spares both the input's functions (``lower(url_decode(...))``)
 and the search; and by each value searched, which spares the search when a field's value is new but its
 normalised value is not. A dictionary look-up costs far less than running the functions, encoding the value and
-running RE2 over it. The memories are bounded (field values longer than ``MEMO_MAX_VALUE_LENGTH`` characters, or
-lists of more than ``MEMO_MAX_LIST_LENGTH`` characters in all, and searched values longer than
+running RE2 over it. Fields that are strings or lists of strings are remembered by value; an input of a map field
+(``http.request.headers["x-a"][0]``, a cookie, a query argument) only by its normalised values. The memories are
+bounded (field values longer than ``MEMO_MAX_VALUE_LENGTH`` characters, lists of more than ``MEMO_MAX_LIST_ITEMS``
+values or ``MEMO_MAX_LIST_CHARACTERS`` characters in all, and searched values longer than
 ``MEMO_MAX_VALUE_LENGTH``, are not remembered; a full memory of ``MEMO_ENTRIES`` starts again empty: an
 ``edgeplane.bounded_memo.BoundedMemo``) and belong to the compiled index, so a configuration change starts them
 afresh.
@@ -40,7 +42,10 @@ SET_MAX_MEMORY = 64 << 20
 # What each group remembers of the values it searched (see the module docstring).
 MEMO_ENTRIES = 512
 MEMO_MAX_VALUE_LENGTH = 512
-MEMO_MAX_LIST_LENGTH = 4096  # characters, of a list field's values together (the header lines' values, say)
+# A list field (the header lines' values, say) is remembered when it has at most this many values, and this many
+# characters in all.
+MEMO_MAX_LIST_ITEMS = 64
+MEMO_MAX_LIST_CHARACTERS = 4096
 
 
 class Prefilter(Protocol):
@@ -54,8 +59,6 @@ class Prefilter(Protocol):
 
     @property
     def field(self) -> str: ...
-
-    def values(self, request: Any, /) -> Sequence[str]: ...
 
     def values_of(self, field_value: Any, /) -> Sequence[str]: ...
 
@@ -72,19 +75,23 @@ class _Input:
         self.skip_empty = skip_empty  # absent inputs (no cookie, no Referer) are empty strings
         self.search = search
         self.remembered: BoundedMemo[str | tuple[str, ...], tuple[int, ...]] = BoundedMemo(
-            self._found_in_remembered, max_entries=MEMO_ENTRIES, max_length=MEMO_MAX_LIST_LENGTH
-        )
+            self._found_in_remembered, max_entries=MEMO_ENTRIES, max_length=MEMO_MAX_VALUE_LENGTH
+        )  # keys are checked against the bounds before they are looked up (``found``)
 
     def found(self, request: Any) -> tuple[int, ...]:
         """The serials of the set's patterns found in this input of ``request``."""
-        field_value = self.read(request)
+        try:
+            field_value = self.read(request)
+        except Exception:  # as the input itself reads a field that cannot be read: no values
+            return ()
         kind = type(field_value)
         if kind is str:
             if len(field_value) <= MEMO_MAX_VALUE_LENGTH:
                 return self.remembered(field_value)
-        elif kind is list and sum(map(len, field_value)) <= MEMO_MAX_LIST_LENGTH:
+        elif kind is list and len(field_value) <= MEMO_MAX_LIST_ITEMS:
             try:
-                return self.remembered(tuple(field_value))
+                if sum(map(len, field_value)) <= MEMO_MAX_LIST_CHARACTERS:
+                    return self.remembered(tuple(field_value))
             except TypeError:  # values that are not strings (no field of the scheme has them)
                 pass
         return self._found_in(field_value)
@@ -144,8 +151,8 @@ class PatternIndex:
 
     def candidates(self, request: Any) -> set[int]:
         """The serials of the indexed rules whose pattern matches the request's input. An indexed rule that is
-        not a candidate cannot match. Raises whatever reading the request's values raises (nothing, for
-        ``edgeplane.rules.RequestFields``)."""
+        not a candidate cannot match. A field that cannot be read gives its inputs no values, as it gives the
+        inputs' own expressions none."""
         found: set[int] = set()
         for each in self._inputs:
             hits = each.found(request)
