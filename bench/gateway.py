@@ -15,7 +15,9 @@ The load generator runs in its own process, so it shares no interpreter lock wit
 a minimal keep-alive HTTP/1.1 client with every request pre-built (about six times cheaper per request than aiohttp,
 which ``--client aiohttp`` selects; with aiohttp, the load generator itself limits the direct figures here). It also
 reports how much CPU it, the gateway and anvil used while measuring (percent of one core, from /proc), which shows
-what limited a figure; "machine" is the whole machine, including whatever else runs on it.
+what limited a figure; "machine" is the whole machine, including whatever else runs on it, and "stolen" the CPU time
+the host of a virtual machine gave to other guests while the benchmark wanted it (a round with much of it measured a
+machine that was not all there: compare such rounds with care).
 
 Usage: ``.venv/bin/python bench/gateway.py [--seconds 5] [--rounds 3] [--json]``
 """
@@ -99,15 +101,17 @@ def _process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _machine_busy_ticks() -> tuple[int, int] | None:
-    """(busy, total) CPU ticks of the whole machine, summed over cores."""
+def _machine_ticks() -> tuple[int, int, int] | None:
+    """(busy, stolen, total) CPU ticks of the whole machine, summed over cores. Stolen ticks (a virtual machine's
+    CPU given to another guest by the host) count as busy: the benchmark did not have them."""
     try:
         first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
     except OSError:
         return None
     ticks = [int(value) for value in first[1:]]
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-    return sum(ticks) - idle, sum(ticks)
+    stolen = ticks[7] if len(ticks) > 7 else 0
+    return sum(ticks) - idle, stolen, sum(ticks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +119,7 @@ class _CpuSnapshot:
     at: float
     own: float
     processes: dict[str, float | None]
-    machine: tuple[int, int] | None
+    machine: tuple[int, int, int] | None
 
     @classmethod
     def take(cls, pids: dict[str, int]) -> _CpuSnapshot:
@@ -123,7 +127,7 @@ class _CpuSnapshot:
             at=time.perf_counter(),
             own=time.process_time(),
             processes={name: _process_cpu_seconds(pid) for name, pid in pids.items()},
-            machine=_machine_busy_ticks(),
+            machine=_machine_ticks(),
         )
 
     def percent_since(self, earlier: _CpuSnapshot) -> dict[str, float]:
@@ -134,9 +138,10 @@ class _CpuSnapshot:
             if now is not None and before is not None:
                 usage[name] = 100.0 * (now - before) / wall
         if self.machine is not None and earlier.machine is not None:
-            busy = self.machine[0] - earlier.machine[0]
-            total = max(self.machine[1] - earlier.machine[1], 1)
-            usage["machine"] = 100.0 * (os.cpu_count() or 1) * busy / total  # percent of one core, like the rest
+            busy, stolen, total = (now - before for now, before in zip(self.machine, earlier.machine, strict=True))
+            cores = os.cpu_count() or 1
+            usage["machine"] = 100.0 * cores * busy / max(total, 1)  # percent of one core, like the rest
+            usage["stolen"] = 100.0 * cores * stolen / max(total, 1)
         return usage
 
 

@@ -93,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
                 side = summary[name]
                 cpu_per_request = side.cpu_percent[name] * 1e4 / side.requests_per_second
                 results[name].append((side.requests_per_second, side.p50_ms, cpu_per_request))
+            stolen = summary["A"].cpu_percent.get("stolen", 0.0)  # the host's share of the round (a whole core: 100)
             print(
-                f"round {number}: " + "  ".join(f"{name} {results[name][-1][2]:.1f} us/request" for name in ("A", "B")),
+                f"round {number}: "
+                + "  ".join(f"{name} {results[name][-1][2]:.1f} us/request" for name in ("A", "B"))
+                + f"  (stolen {stolen:.0f} %)",
                 file=sys.stderr,
             )
     for name in ("A", "B"):
