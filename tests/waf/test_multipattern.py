@@ -11,6 +11,7 @@ from edgeplane.rules import RequestFields, compile_expression
 from edgeplane.waf import multipattern
 from edgeplane.waf.firewall import Firewall, compile_firewall, deploy_managed_rulesets
 from edgeplane.waf.multipattern import PatternIndex
+from tests.rules.sample_requests import make_request
 
 FRAGMENTS = [
     "union select",
@@ -129,16 +130,7 @@ def test_remembered_searches_find_what_a_fresh_search_finds(monkeypatch: Any) ->
 
 
 def _headers_request(*headers: tuple[bytes, bytes]) -> RequestFields:
-    return RequestFields.from_http(
-        method="POST",
-        scheme="http",
-        host="rpc.example.com",
-        raw_path="/v1/mainnet",
-        query="",
-        headers=list(headers),
-        body=b"",
-        client_ip="192.0.2.1",
-    )
+    return make_request(headers=list(headers))
 
 
 HEADER_INPUTS = [
