@@ -5,7 +5,8 @@ memory-mapped file; on the gateway's busiest path (an answer from the response c
 request cost about 2 % of the edge's CPU. A ``BatchedCount`` adds 1 to an integer instead, and
 ``publish`` hands each count to its counter in one increment. Inside an event loop, a count makes sure a
 publication is scheduled on that loop within ``PUBLISH_SECONDS``, so a scrape sees a count at most that late; outside
-one (a script, a test), every count is published at once. ``publish`` is also called when a worker stops.
+one (a script, a test), every count is published at once. ``publish`` is also called when a worker stops. Counts are
+made on the thread of the event loop that publishes them.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def _schedule() -> None:
     """Makes sure a publication is to come on the running loop (a loop that ended with one scheduled never ran it:
     another is scheduled on the next loop)."""
     global _scheduled_on
+    if _scheduled_on is not None and _scheduled_on.is_running():
+        return  # this thread's loop, which has one scheduled: asking for the running loop (a system call) is not needed
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:

@@ -173,9 +173,7 @@ class RequestLog:
             self.flush()
             return
         if self._timer is not None and self._timer_loop is loop:
-            if not full:
-                return
-            self._timer.cancel()
+            self._timer.cancel()  # full (otherwise the pending flush took the row, above): flush at once instead
         self._timer_loop = loop  # a timer of a loop that has ended never runs: the next emit schedules another
         self._timer = loop.call_soon(self.flush) if full else loop.call_later(self.flush_interval, self.flush)
 
