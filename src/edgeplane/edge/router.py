@@ -16,6 +16,9 @@ match.
 
 The client's country and ASN (``edgeplane.edge.client_location``) are found once per request, for the firewall's
 ``ip.src.country`` / ``ip.src.asnum`` and the log records' ``ClientCountry`` / ``ClientASN``.
+
+Every answer but ``/healthz`` carries the request's ray id in a ``cf-ray`` header (``<16 hex digits>-EDG``), whether
+or not request logging is on: it is what a user quotes to find a request, in the logs or in a firewall block.
 """
 
 from __future__ import annotations
@@ -69,8 +72,8 @@ class EdgeRouter:
             request.context = _NOT_LOGGED
             return _HEALTHY
         response = self._refusal(request)
-        if response is None or self.request_log is None:
-            return response
+        if response is None:
+            return None
         exchange = self._start(request, time.time_ns())
         return _with_ray(response, exchange.ray_id)
 
@@ -123,8 +126,6 @@ class EdgeRouter:
         return self._response(await answering, exchange)
 
     def _response(self, answer: GatewayResponse, exchange: Exchange) -> EdgeResponse:
-        if self.request_log is None:
-            return EdgeResponse(answer.status, answer.body)
         exchange.cache_status = answer.cache_status
         if answer.cache_status != "hit":
             exchange.origin_status = answer.status

@@ -3,6 +3,7 @@ at start."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 # Imported for their side effect: registering the rulesets and previous WAF tables with the models' metadata.
@@ -58,6 +59,10 @@ def migrate(engine: Engine) -> None:
         command.upgrade(config, "head")
 
 
+# What a SQLite file's stat says of its writes: (modification time in ns, size, inode); None when it does not exist.
+FileState = tuple[int, int, int] | None
+
+
 class Database:
     """An engine and its sessions."""
 
@@ -65,6 +70,15 @@ class Database:
         self.url = url
         self.engine = open_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._files = _sqlite_files(self.engine)
+
+    def change_marker(self) -> tuple[FileState, ...] | None:
+        """Something that differs after any commit to the database, read without asking the database: for a SQLite
+        file, the stat of the file and of its write-ahead log (every commit writes one of them). None when there is
+        no such thing (PostgreSQL, an in-memory SQLite): ask the database."""
+        if not self._files:
+            return None
+        return tuple(_file_state(path) for path in self._files)
 
     def migrate(self) -> None:
         """Brings the schema to the latest migration."""
@@ -79,3 +93,20 @@ class Database:
     def close(self) -> None:
         """Closes every pooled connection."""
         self.engine.dispose()
+
+
+def _sqlite_files(engine: Engine) -> tuple[str, ...]:
+    """A SQLite database's file and its write-ahead log; none for another database or an in-memory one."""
+    url = make_url(engine.url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return ()
+    path = os.path.abspath(url.database)
+    return (path, path + "-wal")
+
+
+def _file_state(path: str) -> FileState:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_mtime_ns, status.st_size, status.st_ino)

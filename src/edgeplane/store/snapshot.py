@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ log = structlog.get_logger(__name__)
 
 # How often a process other than the control plane's checks whether the configuration changed.
 FOLLOW_INTERVAL_SECONDS = 0.25
+# How often it asks the database even though the database's files look unchanged (``Database.change_marker``).
+FOLLOW_QUERY_SECONDS = 5.0
 
 # Compiled firewalls kept across reloads, by a digest of their configuration (most recently used last).
 FIREWALL_CACHE_SIZE = 256
@@ -191,14 +194,25 @@ def read_snapshot(database: Database) -> ConfigSnapshot:
 
 
 async def follow_configuration(database: Database, snapshots: SnapshotHolder) -> None:
-    """Rebuilds the snapshot whenever the configuration version changes; runs until cancelled."""
+    """Rebuilds the snapshot whenever the configuration version changes; runs until cancelled.
+
+    Every ``FOLLOW_INTERVAL_SECONDS`` it looks at the database's files (``Database.change_marker``, a ``stat``) and
+    asks the database for the version only when they changed, or ``FOLLOW_QUERY_SECONDS`` after it last asked: a
+    query costs a thread hand-off and a session, about 2 ms of CPU on a small machine, which four times a second in
+    every edge worker and in the delivery process added up to about 1 % of a core while nothing changed."""
 
     def current_version() -> int:
         with database.session() as session:
             return read_config_version(session)
 
+    marker: object = None
+    asked = time.monotonic()
     while True:
         await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
+        seen = database.change_marker()  # before the query: a commit after this look changes the next one
+        if seen is not None and seen == marker and time.monotonic() - asked < FOLLOW_QUERY_SECONDS:
+            continue
+        marker, asked = seen, time.monotonic()
         try:
             version = await asyncio.to_thread(current_version)
             if version != snapshots.current.version:
