@@ -1,17 +1,20 @@
-"""The request log converts a flush's rows column by column, each distinct value once: whatever the mix of rows in a
-flush, each record is the one the row gets when it is flushed alone, and rows no batch holds get the same records as
-dictionaries."""
+"""The request log converts a period's rows column by column, each distinct text once: whatever the mix of rows in
+a period, each record is the one the row gets when it is flushed alone, and rows no batch holds get the same records
+as dictionaries."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
 from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, Exchange, RequestLog
+from edgeplane.edge.request_rows import RequestRows
 from edgeplane.store.snapshot import ZoneRoute
 from tests.support.memory_log_store import MemoryLogStore
 
@@ -111,13 +114,24 @@ def test_the_values_of_a_mixed_flush() -> None:
     assert (first["EdgeTimeToFirstByteMs"], second["EdgeTimeToFirstByteMs"]) == (3, 0)
 
 
-def test_rows_no_batch_holds_get_the_same_records(monkeypatch: Any) -> None:
-    import edgeplane.edge.request_log as request_log
+def _no_batch(self: RequestRows) -> None:
+    raise pa.ArrowInvalid("refused")
 
-    each = [answer(number, {**_PLAIN, "query": b"a=%d" % number}) for number in range(3)]
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(answers, min_size=1, max_size=6), st.sampled_from(["no batch", "no columns"]))
+def test_rows_no_batch_holds_get_the_same_records(details: list[dict[str, Any]], way: str) -> None:
+    """The three forms of a row give the same record: in columns (a batch), from the columns one by one when no
+    batch holds them (``RequestRows.records``), and whole from the request (``_record``, for a row that does not
+    fit the columns)."""
+    each = [answer(number, one) for number, one in enumerate(details)]
     expected = flushed_together(each)
-    monkeypatch.setattr(request_log, "batch_of_columns", lambda *_: None)  # no batch: the rows go as dictionaries
-    assert flushed_together(each) == expected
+    with pytest.MonkeyPatch.context() as patch:
+        if way == "no batch":
+            patch.setattr(RequestRows, "batch", _no_batch)
+        else:
+            patch.setattr(RequestRows, "add", lambda *_: False)
+        assert flushed_together(each) == expected
 
 
 _PLAIN: dict[str, Any] = {

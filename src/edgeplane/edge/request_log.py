@@ -9,18 +9,19 @@ found for the client (``edgeplane.edge.client_location``: a trusted header or a 
 firewall matched has its ``Security*`` fields set and one ``firewall_events`` record per match
 (``edgeplane.waf.events``), sharing its ``RayID``.
 
-Emission never blocks the request and does all its work on the event loop's thread, after the client has its answer (the
-router emits from ``answered``, which the edge's HTTP server calls once the answer is written): ``emit`` turns the
-answered request (its ``Exchange``) into a row at once, a tuple in the order of ``HTTP_REQUEST_COLUMNS`` that holds only
-the values (not the request, whose body may be large); every ``flush_interval`` (or just after the answer that makes
-``max_rows`` rows) ``flush`` turns the rows into one Arrow record batch, column by column at the fields' own types
-(``record_columns.batch_of_columns``), which the store serialises and hands to its flusher thread to write.
+Emission never blocks the request and does all its work on the event loop's thread, after the client has its answer
+(the router emits from ``answered``, which the edge's HTTP server calls once the answer is written). ``emit`` adds
+the answered request (its ``Exchange``) to the period's ``RequestRows`` at once: the texts as a shape, the numbers
+as machine integers, nothing that holds the request (whose body may be large). Every ``flush_interval`` (50 ms) the
+rows added since the last look go to the write-ahead journal (``edgeplane.edge.request_journal``); every
+``convert_interval`` (1 s), or just after the answer that makes ``max_rows`` rows, ``flush`` turns the period's rows
+into one Arrow record batch, which the store serialises and hands to its flusher thread to write. Without a journal
+(tests, scripts) every flush is a conversion.
 
-Why not in the store's thread: that thread shares the interpreter's lock with the event loop, and a thread that
-converts records while the loop serves requests takes the lock at every point the loop lets go of it (each socket
-call), which cost the edge more than the conversion itself (see ``docs/log-store.md``). A store that refuses (its
-disk stalled) is counted in a metric, not raised. Rows a conversion refuses (none should) go to the store as
-dictionaries, which it keeps as JSON lines when they do not fit the schema.
+Why on the loop's thread: a thread that converts records while the loop serves requests takes the interpreter's
+lock at every point the loop lets go of it (each socket call), which cost the edge more than the conversion itself
+(see ``docs/log-store.md``). A store that refuses (its disk stalled) is counted in a metric, not raised. Rows a
+batch cannot hold (a text Arrow refuses) go to the store as dictionaries, which it keeps as JSON lines.
 """
 
 from __future__ import annotations
@@ -28,23 +29,30 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import pyarrow as pa
+import structlog
 from prometheus_client import Counter
 
-from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
+from edgeplane.edge.request_journal import RequestJournal
+from edgeplane.edge.request_rows import CONSTANTS, COPIES, Chunk, RequestRows, protocol
 from edgeplane.logs.log_store import LogStore, LogStoreError
-from edgeplane.logs.record_columns import batch_of_columns, batch_of_rows
+from edgeplane.logs.record_columns import batch_of_rows, rows_of
 from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.events import FIREWALL_EVENTS, firewall_event_records, security_fields
 from edgeplane.waf.firewall import ALLOWED, Verdict
 
 HTTP_REQUESTS: Final = "http_requests"
+_UNCONVERTED: Final = (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError)
 
-# The fields of an ``http_requests`` row, in the order ``_row`` gives their values.
+log = structlog.get_logger(__name__)
+
+# The fields of an ``http_requests`` record the edge fills (besides ``ClientRequestScheme``, ``ClientRequestSource``
+# and ``EdgeRequestHost``, the same for every request), in the order ``_record`` gives them.
 HTTP_REQUEST_COLUMNS: Final = (
     "RayID",
     "ZoneName",
@@ -73,15 +81,6 @@ HTTP_REQUEST_COLUMNS: Final = (
     "ClientASN",
     "CacheCacheStatus",
 )
-# Fields every row has the same value of, added per batch rather than per row.
-HTTP_REQUEST_CONSTANTS: Final = {"ClientRequestScheme": "http", "ClientRequestSource": "eyeball"}
-# Fields that repeat another field of the row (``EdgeRequestHost``: the edge serves the host the client asked for).
-HTTP_REQUEST_COPIES: Final = {"EdgeRequestHost": "ClientRequestHost"}
-_PROTOCOLS: Final = {"1.1": "HTTP/1.1", "1.0": "HTTP/1.0"}
-# Header values recur (the same user agents); one object per value also lets ``flush`` find repeated values by
-# identity (see ``edgeplane.bounded_memo``).
-_HEADER_TEXTS: Final[BoundedMemo[bytes, str]] = BoundedMemo(lambda value: value.decode("latin-1"))
-_UNCONVERTED: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeError, KeyError, TypeError, ValueError)
 
 RECORDS_REFUSED = Counter(
     "edgeplane_log_records_refused_total", "Log records the log store refused (its disk fell behind).", ["dataset"]
@@ -137,34 +136,46 @@ class RequestLog:
     """Appends one ``http_requests`` record per answered request, and the ``firewall_events`` records of its
     firewall matches (see the module docstring for when and how)."""
 
-    def __init__(self, store: LogStore, *, flush_interval: float = 0.05, max_rows: int = 8192) -> None:
-        """Records go to the store every ``flush_interval`` seconds, or just after the answer that makes
-        ``max_rows`` rows wait."""
+    def __init__(
+        self,
+        store: LogStore,
+        *,
+        journal: RequestJournal | None = None,
+        flush_interval: float = 0.05,
+        convert_interval: float = 1.0,
+        max_rows: int = 8192,
+    ) -> None:
+        """Rows go to ``journal`` every ``flush_interval`` seconds and to the store every ``convert_interval``
+        (every ``flush_interval`` without a journal), or just after the answer that makes ``max_rows`` rows wait."""
         self.store = store
+        self.journal = journal
         self.flush_interval = flush_interval
+        self.convert_interval = convert_interval if journal is not None else flush_interval
         self.max_rows = max_rows
         # (emitted, refused) counters by dataset, labelled once rather than per append.
         self._counters = {
             dataset: (RECORDS_EMITTED.labels(dataset), RECORDS_REFUSED.labels(dataset))
             for dataset in (HTTP_REQUESTS, FIREWALL_EVENTS)
         }
-        self._rows: list[tuple[Any, ...]] = []
-        self._security: dict[int, dict[str, Any]] = {}  # the ``Security*`` fields of matched rows, by row index
-        self._events: list[dict[str, Any]] = []
-        self._timer: asyncio.Handle | None = None  # the flush to come
+        self._rows = RequestRows()
+        self._period_started = time.monotonic()
+        self._unconfirmed = -1  # the last journal period whose rows the store may not have written yet (-1: none)
+        self._timer: asyncio.Handle | None = None  # the next look at the rows
         self._timer_loop: asyncio.AbstractEventLoop | None = None  # the loop it was scheduled on
 
     def emit(self, request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> None:
         """Records one answered request; called on the thread of the event loop that serves it. Outside an event
         loop (a script, a test) its records go to the store at once."""
-        self._rows.append(_row(request, response, exchange))
+        rows = self._rows
         if exchange.verdict.matches:  # rare: a firewall match
-            self._security[len(self._rows) - 1] = security_fields(exchange.verdict)
-            self._events.extend(_events(request, response, exchange))
-        full = len(self._rows) >= self.max_rows
+            rows.odd.append(_record(request, response, exchange) | security_fields(exchange.verdict))
+            rows.events.extend(_events(request, response, exchange))
+        elif not rows.add(_shape(request, response, exchange), exchange.ray_id, _numbers(request, response, exchange)):
+            rows.odd.append(_record(request, response, exchange))
+        full = len(rows) >= self.max_rows
         timer_loop = self._timer_loop
         if not full and self._timer is not None and timer_loop is not None and timer_loop.is_running():
-            # The flush to come takes this row: its loop runs, so it is the loop emitting (one per thread), and
+            # The look to come takes this row: its loop runs, so it is the loop emitting (one per thread), and
             # asking for the running loop (a system call, to check the process) is not needed.
             return
         try:
@@ -173,20 +184,87 @@ class RequestLog:
             self.flush()
             return
         if self._timer is not None and self._timer_loop is loop:
-            self._timer.cancel()  # full (otherwise the pending flush took the row, above): flush at once instead
+            self._timer.cancel()  # full (otherwise the pending look took the row, above): convert at once instead
         self._timer_loop = loop  # a timer of a loop that has ended never runs: the next emit schedules another
-        self._timer = loop.call_soon(self.flush) if full else loop.call_later(self.flush_interval, self.flush)
+        self._timer = loop.call_soon(self._look, True) if full else loop.call_later(self.flush_interval, self._look)
+
+    def _look(self, convert: bool = False) -> None:
+        """Every ``flush_interval`` while rows wait (or at once, ``convert``, when ``max_rows`` wait): the new rows to
+        the journal, or, once the period is over, the period's rows to the store; then the journal files the store
+        has written are deleted."""
+        self._timer = None
+        journal = self.journal
+        if convert or journal is None or time.monotonic() - self._period_started >= self.convert_interval:
+            self._convert()
+        else:
+            chunk = self._rows.chunk()
+            if chunk is not None:
+                journal.write(chunk.encode())
+        self._confirm()
+        loop = self._timer_loop
+        if (len(self._rows) or self._unconfirmed >= 0) and loop is not None and loop.is_running():
+            self._timer = loop.call_later(self.flush_interval, self._look)
 
     def flush(self) -> None:
         """Hands every record emitted so far to the store now (also on shutdown, before the store closes)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        rows, security, events = self._rows, self._security, self._events
-        self._rows, self._security, self._events = [], {}, []
-        if rows:
-            self._append(HTTP_REQUESTS, _batch(rows, security), lambda: _dictionaries(rows, security))
-        if events:
+        self._convert()
+
+    def _convert(self) -> None:
+        """Ends the period: its rows to the store, as one batch."""
+        rows, self._rows = self._rows, RequestRows()
+        self._period_started = time.monotonic()
+        if self.journal is not None:
+            self._unconfirmed = self.journal.next_period()
+        self._append_rows(rows)
+
+    def recover(self) -> int:
+        """Appends the rows the journal holds from a process that did not stop cleanly, waits until the store has
+        written them, and deletes their files; returns how many records that was. Called once, at start."""
+        if self.journal is None:
+            return 0
+        periods = self.journal.periods()
+        count = 0
+        for period in periods:
+            rows = RequestRows()
+            for data in self.journal.read(period):
+                try:
+                    rows.extend(Chunk.decode(data))
+                except ValueError as error:  # the rest of the period is skipped
+                    log.warning("request journal chunk unreadable", period=period, error=str(error))
+                    break
+            count += len(rows) + len(rows.events)
+            self._append_rows(rows)
+        if periods and self.store.flush(timeout=None):
+            self.journal.discard_now(periods[-1])
+        return count
+
+    def close(self) -> None:
+        """After the store has closed (so it wrote everything): deletes the journal's files and stops its thread."""
+        if self.journal is not None:
+            self.journal.close()
+            self.journal.discard_now(self.journal.period)
+
+    def _confirm(self) -> None:
+        """Deletes the journal files of the periods the store has written (a look at the store, without waiting)."""
+        if self._unconfirmed >= 0 and self.journal is not None and self.store.flush(timeout=0):
+            self.journal.discard(self._unconfirmed)
+            self._unconfirmed = -1
+
+    def _append_rows(self, rows: RequestRows) -> None:
+        try:
+            batch = rows.batch()
+        except _UNCONVERTED:
+            self._append(HTTP_REQUESTS, None, rows.records)
+        else:
+            if batch is not None:
+                self._append(HTTP_REQUESTS, batch, lambda: [_present(row) for row in rows_of(batch)])
+        if rows.odd:
+            self._append(HTTP_REQUESTS, None, lambda: rows.odd)
+        if rows.events:
+            events = rows.events
             self._append(FIREWALL_EVENTS, batch_of_rows(FIREWALL_EVENTS, events), lambda: events)
 
     def _append(
@@ -213,34 +291,72 @@ class RequestLog:
         emitted.inc(count)
 
 
-def _row(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> tuple[Any, ...]:
-    """The values of an answer's ``http_requests`` row, in the order of ``HTTP_REQUEST_COLUMNS`` (None: missing)."""
-    client_ip, client_port = request.client or ("", 0)
+def _shape(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> tuple[Any, ...]:
+    """The texts of an answer's row, in the order of ``request_rows.SHAPE``."""
+    client = request.client
     headers = dict(request.headers)
-    user_agent = headers.get(b"user-agent")
-    referer = headers.get(b"referer")
-    requested_with = headers.get(b"x-requested-with")
-    path, query = request.path, request.query_string
-    started_ns, ended_ns = exchange.started_ns, exchange.ended_ns
     zone = exchange.zone
     return (
-        exchange.ray_id,
-        zone.zone_name if zone else "",
-        client_ip,
-        client_port,
+        client[0] if client else "",
         exchange.host,
         request.method,
-        path,
-        path + "?" + query.decode("latin-1") if query else path,
-        _protocol(request.http_version),
-        _HEADER_TEXTS(user_agent) if user_agent else "",
-        _HEADER_TEXTS(referer) if referer else "",
-        _HEADER_TEXTS(requested_with) if requested_with else "",
+        request.path,
+        request.query_string,
+        request.http_version,
+        headers.get(b"user-agent"),
+        headers.get(b"referer"),
+        headers.get(b"x-requested-with"),
+        response.content_type,
+        request.server,
+        exchange.country,
+        exchange.asn,
+        zone.zone_name if zone else "",
+        exchange.cache_status,
+    )
+
+
+def _numbers(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> tuple[int, ...]:
+    """The numbers of an answer's row, in the order of ``request_rows.NUMBER_COLUMNS`` (-1: a missing origin value)."""
+    client = request.client
+    origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
+    return (
+        client[1] if client else 0,
         request.content_length,
         response.status,
         len(response.body),
         exchange.sent_bytes,
-        _HEADER_TEXTS(response.content_type),
+        exchange.started_ns,
+        exchange.ended_ns,
+        -1 if origin_status is None else origin_status,
+        -1 if origin_duration_ms is None else origin_duration_ms,
+    )
+
+
+def _record(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> dict[str, Any]:
+    """An answer's ``http_requests`` record as the store's dictionary (a missing value left out): the form of the
+    rows ``RequestRows`` does not keep in columns."""
+    client_ip, client_port = request.client or ("", 0)
+    headers = dict(request.headers)  # a header sent twice: its last value, as in ``_shape``
+    query = request.query_string
+    started_ns, ended_ns = exchange.started_ns, exchange.ended_ns
+    values = (
+        exchange.ray_id,
+        exchange.zone.zone_name if exchange.zone else "",
+        client_ip,
+        client_port,
+        exchange.host,
+        request.method,
+        request.path,
+        request.path + "?" + query.decode("latin-1") if query else request.path,
+        protocol(request.http_version),
+        _text(headers.get(b"user-agent")),
+        _text(headers.get(b"referer")),
+        _text(headers.get(b"x-requested-with")),
+        request.content_length,
+        response.status,
+        len(response.body),
+        exchange.sent_bytes,
+        response.content_type.decode("latin-1"),
         started_ns,
         ended_ns,
         max(0, (ended_ns - started_ns) // 1_000_000),
@@ -251,33 +367,15 @@ def _row(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> tu
         exchange.asn or None,
         exchange.cache_status,
     )
+    record = {name: value for name, value in zip(HTTP_REQUEST_COLUMNS, values, strict=True) if value is not None}
+    record |= CONSTANTS
+    for name, original in COPIES.items():
+        record[name] = record[original]
+    return record
 
 
-def _batch(rows: list[tuple[Any, ...]], security: dict[int, dict[str, Any]]) -> pa.RecordBatch | None:
-    """The rows as one record batch; None when a value does not fit its field (none should)."""
-    columns: dict[str, Sequence[Any]] = dict(zip(HTTP_REQUEST_COLUMNS, zip(*rows, strict=True), strict=True))
-    for name, value in HTTP_REQUEST_CONSTANTS.items():
-        columns[name] = (value,) * len(rows)
-    for name, original in HTTP_REQUEST_COPIES.items():
-        columns[name] = columns[original]
-    for name in dict.fromkeys(name for fields in security.values() for name in fields):
-        columns[name] = [security[index].get(name) if index in security else None for index in range(len(rows))]
-    try:
-        return batch_of_columns(HTTP_REQUESTS, columns)
-    except _UNCONVERTED:
-        return None
-
-
-def _dictionaries(rows: list[tuple[Any, ...]], security: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows as the store's dictionaries (a missing value left out), for rows no batch could hold."""
-    records = []
-    for index, row in enumerate(rows):
-        record = {name: value for name, value in zip(HTTP_REQUEST_COLUMNS, row, strict=True) if value is not None}
-        record |= HTTP_REQUEST_CONSTANTS
-        for name, original in HTTP_REQUEST_COPIES.items():
-            record[name] = record[original]
-        records.append(record | security.get(index, {}))
-    return records
+def _present(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in row.items() if value is not None}
 
 
 def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> list[dict[str, Any]]:
@@ -293,7 +391,7 @@ def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) ->
         "ClientRequestMethod": request.method,
         "ClientRequestPath": request.path,
         "ClientRequestQuery": request.query_string.decode("latin-1"),
-        "ClientRequestProtocol": _protocol(request.http_version),
+        "ClientRequestProtocol": protocol(request.http_version),
         "ClientRequestScheme": "http",
         "ClientRequestUserAgent": _text(request.header(b"user-agent")),
         "ClientRefererHost": referer_host if rest else "",
@@ -316,10 +414,6 @@ def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) ->
         datetime_ns=exchange.started_ns,
         edge_status=response.status,
     )
-
-
-def _protocol(http_version: str) -> str:
-    return _PROTOCOLS.get(http_version) or f"HTTP/{http_version}"
 
 
 def _text(value: bytes | None) -> str:

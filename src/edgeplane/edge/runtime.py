@@ -17,6 +17,7 @@ from edgeplane import batched_counts
 from edgeplane.config import Settings
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import HttpServer
+from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.policy import load_method_policy
@@ -25,7 +26,7 @@ from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.log_store import SegmentedLogStore
-from edgeplane.logs.partitions import partition_directory
+from edgeplane.logs.partitions import journal_directory, partition_directory
 from edgeplane.store.database import Database
 from edgeplane.store.snapshot import SnapshotHolder, follow_configuration, read_snapshot
 
@@ -99,7 +100,13 @@ class EdgeRuntime:
             pool.start()
         gateway = Gateway(load_method_policy(), pools, settings.gateway)
         log_store = open_log_store(settings, worker) if settings.logs.enabled else None
-        request_log = RequestLog(log_store) if log_store is not None else None
+        request_log = None
+        if log_store is not None:
+            journal = RequestJournal(journal_directory(settings.data_dir, worker))
+            request_log = RequestLog(log_store, journal=journal)
+            recovered = request_log.recover()
+            if recovered:
+                log.info("request journal replayed into the log store", records=recovered, worker=worker)
         router = EdgeRouter(gateway, snapshots, request_log, locator)
         server = HttpServer(router, max_body_bytes=settings.gateway.max_body_bytes)
         return cls(
@@ -117,6 +124,8 @@ class EdgeRuntime:
         batched_counts.publish()
         if self.log_store is not None:
             await asyncio.to_thread(self.log_store.close)
+        if self.request_log is not None:
+            self.request_log.close()  # the store wrote every record: the journal is no longer needed
         self.locator.close()
 
 

@@ -21,7 +21,10 @@ _POLL_SECONDS = 0.2
 def partitions_under(data_dir: Path) -> list[Path]:
     """The log store partitions that exist in a data directory."""
     root = data_dir / "logs"
-    return sorted(path for path in root.glob("edge-*") if path.is_dir()) if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    # ``edge-<worker>``; not the request journals beside them (``edge-<worker>.journal``)
+    return sorted(path for path in root.glob("edge-*") if path.name[5:].isdigit() and path.is_dir())
 
 
 def tail_records(

@@ -1,0 +1,273 @@
+"""The ``http_requests`` rows of answered requests, kept so that adding one, journalling them and turning them into a
+record batch all cost little.
+
+A request's texts (client address, host, method, path, query, protocol, user agent, referer, ``X-Requested-With``,
+content type, edge address, country, ASN, zone, cache status) repeat from one request to the next, so a row keeps
+them as the number of a **shape**: the tuple of those values, numbered once per conversion period. Its numbers
+(port, sizes, status, timestamps, origin status and duration) go to one machine-integer array per field
+(``array('q')``), and its ray id to a list. A new row is some dozen appends; the journal takes the new part of each
+array as bytes, and the record batch takes the arrays as Arrow buffers without copying them. The texts become
+columns once per shape and are spread over the rows by an Arrow ``take``.
+
+Written here rather than with a library: the work is a fixed mapping from the edge's own objects to the dataset's
+columns; the standard ``array`` module, ``marshal`` and Arrow's buffers and kernels do all of the generic part. The
+vectorised arithmetic uses Arrow's compute functions, so no further dependency is needed.
+
+Rows that do not fit (a number beyond 64 bits, a value of another type) and rows of requests the firewall matched
+(they carry ``Security*`` fields) are kept whole, as the store's dictionaries (``odd``, filled by the caller); so
+are the ``firewall_events`` records of the matches (``events``). They are rare, and go to the store beside the
+batch.
+"""
+
+from __future__ import annotations
+
+import marshal
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# The numeric fields of a row, in the order ``RequestRows.add`` appends them; -1 is a missing origin value.
+NUMBER_COLUMNS: Final = (
+    "ClientSrcPort",
+    "ClientRequestBytes",
+    "EdgeResponseStatus",
+    "EdgeResponseBodyBytes",
+    "EdgeResponseBytes",
+    "EdgeStartTimestamp",
+    "EdgeEndTimestamp",
+    "OriginResponseStatus",
+    "OriginResponseDurationMs",
+)
+_MISSING_WHEN_NEGATIVE: Final = ("OriginResponseStatus", "OriginResponseDurationMs")
+# Fields every row has the same value of, and fields that repeat another field of the row (the edge serves the host
+# the client asked for).
+CONSTANTS: Final = {"ClientRequestScheme": "http", "ClientRequestSource": "eyeball"}
+COPIES: Final = {"EdgeRequestHost": "ClientRequestHost"}
+_PROTOCOLS: Final = {"1.1": "HTTP/1.1", "1.0": "HTTP/1.0"}
+_JOURNAL_FORMAT: Final = 1
+
+# A shape: the texts of a row, in this order (bytes as the request had them, decoded once per shape).
+SHAPE: Final = (
+    "client IP (str)",
+    "host (str)",
+    "method (str)",
+    "path (str)",
+    "query (bytes)",
+    "HTTP version (str)",
+    "User-Agent (bytes or None)",
+    "Referer (bytes or None)",
+    "X-Requested-With (bytes or None)",
+    "content type of the answer (bytes)",
+    "the edge's address ((str, int) or None)",
+    "country (str, empty when unknown)",
+    "ASN (int, 0 when unknown)",
+    "zone name (str, empty without a zone)",
+    "cache status (str)",
+)
+Shape = tuple[Any, ...]
+
+
+def _header_text(value: bytes | None) -> str:
+    return value.decode("latin-1") if value else ""
+
+
+def _uri(shape: Shape) -> str:
+    path: str = shape[3]
+    query: bytes = shape[4]
+    return path + "?" + query.decode("latin-1") if query else path
+
+
+# The text columns of a row: each field's type and its value for a shape.
+SHAPE_COLUMNS: Final[dict[str, tuple[pa.DataType, Callable[[Shape], Any]]]] = {
+    "ClientIP": (pa.string(), lambda shape: shape[0]),
+    "ClientRequestHost": (pa.string(), lambda shape: shape[1]),
+    "ClientRequestMethod": (pa.string(), lambda shape: shape[2]),
+    "ClientRequestPath": (pa.string(), lambda shape: shape[3]),
+    "ClientRequestURI": (pa.string(), _uri),
+    "ClientRequestProtocol": (pa.string(), lambda shape: protocol(shape[5])),
+    "ClientRequestUserAgent": (pa.string(), lambda shape: _header_text(shape[6])),
+    "ClientRequestReferer": (pa.string(), lambda shape: _header_text(shape[7])),
+    "ClientXRequestedWith": (pa.string(), lambda shape: _header_text(shape[8])),
+    "EdgeResponseContentType": (pa.string(), lambda shape: shape[9].decode("latin-1")),
+    "EdgeServerIP": (pa.string(), lambda shape: shape[10][0] if shape[10] else ""),
+    "ClientCountry": (pa.string(), lambda shape: shape[11] or None),
+    "ClientASN": (pa.int64(), lambda shape: shape[12] or None),
+    "ZoneName": (pa.string(), lambda shape: shape[13]),
+    "CacheCacheStatus": (pa.string(), lambda shape: shape[14]),
+}
+
+
+@dataclass(slots=True)
+class Chunk:
+    """What ``RequestRows`` gained since the last chunk: the journal's unit (``encode`` / ``decode``)."""
+
+    count: int  # rows in the arrays
+    shapes: list[Shape]  # the shapes first used by these rows, numbered on from the earlier chunks of the period
+    shape_numbers: bytes
+    rays: list[str]
+    numbers: list[bytes]  # one per ``NUMBER_COLUMNS``
+    odd: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return marshal.dumps(
+            (
+                _JOURNAL_FORMAT,
+                self.count,
+                self.shapes,
+                self.shape_numbers,
+                self.rays,
+                self.numbers,
+                self.odd,
+                self.events,
+            )
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Chunk:
+        """Raises ``ValueError`` for bytes that are not a chunk ``encode`` wrote."""
+        try:
+            version, count, shapes, shape_numbers, rays, numbers, odd, events = marshal.loads(data)  # noqa: S302  # our own journal, in the data directory
+        except (EOFError, TypeError, ValueError) as error:
+            raise ValueError(f"not a request journal chunk: {error}") from None
+        if version != _JOURNAL_FORMAT or len(numbers) != len(NUMBER_COLUMNS) or len(rays) != count:
+            raise ValueError("not a request journal chunk of this version")
+        return cls(count, shapes, shape_numbers, rays, numbers, odd, events)
+
+
+class RequestRows:
+    """The rows of one conversion period (see the module docstring): ``add``, then ``chunk`` for the journal as
+    often as wanted, then ``batch`` (or ``records``) once; the next period has a new ``RequestRows``."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[Shape, int] = {}
+        self._shape_list: list[Shape] = []
+        self._shape_numbers = array("I")
+        self._rays: list[str] = []
+        self._numbers = [array("q") for _ in NUMBER_COLUMNS]
+        self.odd: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self._chunked = (0, 0, 0, 0)  # rows, shapes, odd rows and events already in a chunk
+
+    def __len__(self) -> int:
+        return len(self._rays) + len(self.odd)
+
+    def add(self, shape: Shape, ray_id: str, numbers: tuple[int, ...]) -> bool:
+        """Adds one row: its texts (``shape``, see ``SHAPE``), ray id and ``numbers`` (in the order of
+        ``NUMBER_COLUMNS``). False, and nothing added, when a number does not fit a 64-bit integer."""
+        columns = self._numbers
+        try:
+            for column, value in zip(columns, numbers, strict=True):
+                column.append(value)
+        except (OverflowError, TypeError, ValueError):
+            count = len(self._rays)
+            for column in columns:
+                del column[count:]
+            return False
+        number = self._shapes.get(shape)
+        if number is None:
+            number = self._shapes[shape] = len(self._shape_list)
+            self._shape_list.append(shape)
+        self._shape_numbers.append(number)
+        self._rays.append(ray_id)
+        return True
+
+    def chunk(self) -> Chunk | None:
+        """What was added since the last chunk; None when nothing was."""
+        rows, shapes, odd, events = self._chunked
+        now = (len(self._rays), len(self._shape_list), len(self.odd), len(self.events))
+        if now == self._chunked:
+            return None
+        self._chunked = now
+        return Chunk(
+            now[0] - rows,
+            self._shape_list[shapes:],
+            self._shape_numbers[rows:].tobytes(),
+            self._rays[rows:],
+            [column[rows:].tobytes() for column in self._numbers],
+            self.odd[odd:],
+            self.events[events:],
+        )
+
+    def extend(self, chunk: Chunk) -> None:
+        """Adds the rows of a journalled chunk (recovery): chunks of one period, in the order they were taken."""
+        for shape in chunk.shapes:
+            self._shapes[shape] = len(self._shape_list)
+            self._shape_list.append(shape)
+        self._shape_numbers.frombytes(chunk.shape_numbers)
+        self._rays.extend(chunk.rays)
+        for column, data in zip(self._numbers, chunk.numbers, strict=True):
+            column.frombytes(data)
+        self.odd.extend(chunk.odd)
+        self.events.extend(chunk.events)
+        self._chunked = (len(self._rays), len(self._shape_list), len(self.odd), len(self.events))
+
+    def batch(self) -> pa.RecordBatch | None:
+        """The rows in the arrays (not ``odd``) as one record batch of ``http_requests`` fields, None when there
+        are none. Columns of nulls are left out. Raises ``pa.ArrowInvalid``, ``pa.ArrowTypeError`` or
+        ``UnicodeError`` for a text Arrow cannot hold (``records`` then gives the rows)."""
+        count = len(self._rays)
+        if not count:
+            return None
+        names: list[str] = ["RayID"]
+        arrays: list[pa.Array] = [pa.array(self._rays, pa.string())]
+        indices = pa.Array.from_buffers(pa.uint32(), count, [None, pa.py_buffer(self._shape_numbers)])
+        shapes = self._shape_list
+        for name, (type_, value_of) in SHAPE_COLUMNS.items():
+            column = pa.array([value_of(shape) for shape in shapes], type_)
+            if column.null_count == len(column):
+                continue
+            names.append(name)
+            arrays.append(pa.repeat(column[0], count) if len(shapes) == 1 else column.take(indices))
+        numbers = {
+            name: pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(column)])
+            for name, column in zip(NUMBER_COLUMNS, self._numbers, strict=True)
+        }
+        for name in _MISSING_WHEN_NEGATIVE:
+            missing = pc.less(numbers[name], 0)
+            if pc.all(missing).as_py():
+                del numbers[name]
+            else:
+                numbers[name] = pc.if_else(missing, pa.scalar(None, pa.int64()), numbers[name])
+        elapsed = pc.subtract(numbers["EdgeEndTimestamp"], numbers["EdgeStartTimestamp"])
+        numbers["EdgeTimeToFirstByteMs"] = pc.max_element_wise(pc.divide(elapsed, 1_000_000), 0)
+        names.extend(numbers)
+        arrays.extend(numbers.values())
+        for name, value in CONSTANTS.items():
+            names.append(name)
+            arrays.append(pa.repeat(pa.scalar(value, pa.string()), count))
+        for name, original in COPIES.items():
+            names.append(name)
+            arrays.append(arrays[names.index(original)])
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The rows in the arrays as the store's dictionaries (a missing value left out), for when ``batch``
+        cannot hold them: the same records, one Python object per field."""
+        shapes = [
+            {name: value for name, (_type, value_of) in SHAPE_COLUMNS.items() if (value := value_of(shape)) is not None}
+            for shape in self._shape_list
+        ]
+        records = []
+        for index, ray_id in enumerate(self._rays):
+            record: dict[str, Any] = {"RayID": ray_id, **shapes[self._shape_numbers[index]]}
+            for name, column in zip(NUMBER_COLUMNS, self._numbers, strict=True):
+                value = column[index]
+                if value >= 0 or name not in _MISSING_WHEN_NEGATIVE:
+                    record[name] = value
+            elapsed = record["EdgeEndTimestamp"] - record["EdgeStartTimestamp"]
+            record["EdgeTimeToFirstByteMs"] = max(0, elapsed // 1_000_000)
+            record |= CONSTANTS
+            for name, original in COPIES.items():
+                record[name] = record[original]
+            records.append(record)
+        return records
+
+
+def protocol(http_version: str) -> str:
+    """The ``ClientRequestProtocol`` of an HTTP version as the parser gives it (``1.1``)."""
+    return _PROTOCOLS.get(http_version) or f"HTTP/{http_version}"
