@@ -14,8 +14,8 @@ from edgeplane.edge.request_log import HTTP_REQUESTS, RequestLog
 from edgeplane.edge.request_rows import Chunk
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.waf.events import FIREWALL_EVENTS
-from edgeplane.waf.firewall import Match, Verdict
-from tests.edge.test_request_log import emit
+from edgeplane.waf.firewall import Verdict
+from tests.edge.test_request_log import emit, probe_match
 from tests.edge.test_request_log_flushes import _PLAIN, answer, flushed_alone
 from tests.support.memory_log_store import MemoryLogStore
 
@@ -24,6 +24,13 @@ async def _settle(journal: RequestJournal) -> None:
     """Lets the journal's thread write what it was sent."""
     journal.close()
     await asyncio.sleep(0)
+
+
+async def _until(check: Any, seconds: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "not within the time allowed"
+        await asyncio.sleep(0.01)  # files and a store's end: nothing to wait on
 
 
 def test_chunks_are_read_back_whole_and_a_cut_frame_ends_the_file(tmp_path: Path) -> None:
@@ -77,9 +84,10 @@ async def test_rows_of_a_process_that_died_are_recovered_from_the_journal(tmp_pa
         log.emit(*one)
         if number % 10 == 9:
             await asyncio.sleep(0.05)  # a look: the rows so far go to the journal, in several chunks
-    await asyncio.sleep(0.05)
     assert log.journal is not None
-    await _settle(log.journal)
+    journal = log.journal
+    await _until(lambda: sum(Chunk.decode(data).count for data in journal.read(0)) == 25)
+    await _settle(journal)
     assert HTTP_REQUESTS not in store.records  # the period is not over: nothing in the store yet
     # The process dies here. The next one reads the journal back into its store and deletes the files.
     fresh = MemoryLogStore()
@@ -92,22 +100,14 @@ async def test_rows_of_a_process_that_died_are_recovered_from_the_journal(tmp_pa
 async def test_a_firewall_match_and_an_odd_row_are_journalled_too(tmp_path: Path) -> None:
     store = MemoryLogStore()
     log = RequestLog(store, journal=RequestJournal(tmp_path), flush_interval=0.01, convert_interval=3600)  # type: ignore[arg-type]
-    match = Match(
-        rule_id="r1",
-        ruleset_id="s1",
-        ref="r1",
-        description="probe",
-        action="log",
-        source="firewallManaged",
-        phase="http_request_firewall_managed",
-    )
-    emit(log, verdict=Verdict(matches=(match,)))
+    emit(log, verdict=Verdict(matches=(probe_match(),)))
     request, response, exchange = _answers(1)[0]
     exchange.sent_bytes = 1 << 70  # no 64-bit column holds it: kept whole
     log.emit(request, response, exchange)
-    await asyncio.sleep(0.05)
     assert log.journal is not None
-    await _settle(log.journal)
+    journal = log.journal
+    await _until(lambda: sum(len(Chunk.decode(data).odd) for data in journal.read(0)) == 2)
+    await _settle(journal)
     fresh = MemoryLogStore()
     assert RequestLog(fresh, journal=RequestJournal(tmp_path)).recover() == 3  # type: ignore[arg-type]
     blocked, odd = fresh.records[HTTP_REQUESTS]
@@ -119,14 +119,13 @@ async def test_a_firewall_match_and_an_odd_row_are_journalled_too(tmp_path: Path
 async def test_the_journal_files_go_once_the_store_wrote_the_period(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path / "journal")
     with SegmentedLogStore(tmp_path / "store") as store:
-        log = RequestLog(store, journal=journal, flush_interval=0.01, convert_interval=0.1)
+        log = RequestLog(store, journal=journal, flush_interval=0.01, convert_interval=0.5)
         for one in _answers(5):
             log.emit(*one)
-        await asyncio.sleep(0.03)
-        assert journal.periods() == [0]  # journalled, not yet converted
-        await asyncio.sleep(0.4)  # converted, written by the store, confirmed
-        assert journal.periods() == []
-        assert store.end_position(HTTP_REQUESTS) == 5
+        await _until(lambda: journal.periods() == [0])  # journalled
+        assert store.end_position(HTTP_REQUESTS) == 0  # not yet converted
+        await _until(lambda: store.end_position(HTTP_REQUESTS) == 5)  # converted and written by the store
+        await _until(lambda: journal.periods() == [])  # then its file deleted
     log.close()
 
 

@@ -120,10 +120,9 @@ def test_what_the_edge_does_not_know_is_missing() -> None:
     assert record["ZoneName"] == ""
 
 
-def test_a_firewall_match_sets_the_security_fields_of_its_row_only() -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store)  # type: ignore[arg-type]
-    match = Match(
+def probe_match() -> Match:
+    """A match of a managed rule whose action is ``log`` (the request goes on)."""
+    return Match(
         rule_id="r1",
         ruleset_id="s1",
         ref="r1",
@@ -132,6 +131,12 @@ def test_a_firewall_match_sets_the_security_fields_of_its_row_only() -> None:
         source="firewallManaged",
         phase="http_request_firewall_managed",
     )
+
+
+def test_a_firewall_match_sets_the_security_fields_of_its_row_only() -> None:
+    store = MemoryLogStore()
+    log = RequestLog(store)  # type: ignore[arg-type]
+    match = probe_match()
     emit(log, ray_id="0000000000000001")
     emit(log, ray_id="0000000000000002", verdict=Verdict(matches=(match,)))
     first, second = store.records[HTTP_REQUESTS]
