@@ -1,5 +1,6 @@
-"""Records given column by column (``batch_of_columns``, the edge's way) become a record batch of the dataset's
-schema: typed as the fields are, without columns of nulls, and the same as the rows would have made."""
+"""Records given column by column (``batch_of_columns``, for producers that know their types) become a record batch
+of the dataset's schema: typed as the fields are, without columns of nulls, and the same as the rows would have
+made."""
 
 from __future__ import annotations
 

@@ -39,9 +39,9 @@ from prometheus_client import Counter
 
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
 from edgeplane.edge.request_journal import RequestJournal
-from edgeplane.edge.request_rows import CONSTANTS, COPIES, Chunk, RequestRows, protocol
+from edgeplane.edge.request_rows import NUMBER_COLUMNS, SHAPE_COLUMNS, Chunk, RequestRows, protocol, record_of
 from edgeplane.logs.log_store import LogStore, LogStoreError
-from edgeplane.logs.record_columns import batch_of_rows, rows_of
+from edgeplane.logs.record_columns import batch_of_rows
 from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.events import FIREWALL_EVENTS, firewall_event_records, security_fields
 from edgeplane.waf.firewall import ALLOWED, Verdict
@@ -51,36 +51,9 @@ _UNCONVERTED: Final = (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError)
 
 log = structlog.get_logger(__name__)
 
-# The fields of an ``http_requests`` record the edge fills (besides ``ClientRequestScheme``, ``ClientRequestSource``
-# and ``EdgeRequestHost``, the same for every request), in the order ``_record`` gives them.
-HTTP_REQUEST_COLUMNS: Final = (
-    "RayID",
-    "ZoneName",
-    "ClientIP",
-    "ClientSrcPort",
-    "ClientRequestHost",
-    "ClientRequestMethod",
-    "ClientRequestPath",
-    "ClientRequestURI",
-    "ClientRequestProtocol",
-    "ClientRequestUserAgent",
-    "ClientRequestReferer",
-    "ClientXRequestedWith",
-    "ClientRequestBytes",
-    "EdgeResponseStatus",
-    "EdgeResponseBodyBytes",
-    "EdgeResponseBytes",
-    "EdgeResponseContentType",
-    "EdgeStartTimestamp",
-    "EdgeEndTimestamp",
-    "EdgeTimeToFirstByteMs",
-    "EdgeServerIP",
-    "OriginResponseStatus",
-    "OriginResponseDurationMs",
-    "ClientCountry",
-    "ClientASN",
-    "CacheCacheStatus",
-)
+# The fields of an ``http_requests`` record the edge fills, besides ``ClientRequestScheme``, ``ClientRequestSource``
+# and ``EdgeRequestHost`` (the same for every request, or a copy of another field).
+HTTP_REQUEST_COLUMNS: Final = ("RayID", *SHAPE_COLUMNS, *NUMBER_COLUMNS, "EdgeTimeToFirstByteMs")
 
 RECORDS_REFUSED = Counter(
     "edgeplane_log_records_refused_total", "Log records the log store refused (its disk fell behind).", ["dataset"]
@@ -167,11 +140,13 @@ class RequestLog:
         """Records one answered request; called on the thread of the event loop that serves it. Outside an event
         loop (a script, a test) its records go to the store at once."""
         rows = self._rows
+        shape, ray_id = _shape(request, response, exchange), exchange.ray_id
+        numbers = _numbers(request, response, exchange)
         if exchange.verdict.matches:  # rare: a firewall match
-            rows.odd.append(_record(request, response, exchange) | security_fields(exchange.verdict))
+            rows.odd.append(record_of(shape, ray_id, numbers) | security_fields(exchange.verdict))
             rows.events.extend(_events(request, response, exchange))
-        elif not rows.add(_shape(request, response, exchange), exchange.ray_id, _numbers(request, response, exchange)):
-            rows.odd.append(_record(request, response, exchange))
+        elif not rows.add(shape, ray_id, numbers):  # a number beyond 64 bits: kept whole
+            rows.odd.append(record_of(shape, ray_id, numbers))
         full = len(rows) >= self.max_rows
         timer_loop = self._timer_loop
         if not full and self._timer is not None and timer_loop is not None and timer_loop.is_running():
@@ -260,7 +235,7 @@ class RequestLog:
             self._append(HTTP_REQUESTS, None, rows.records)
         else:
             if batch is not None:
-                self._append(HTTP_REQUESTS, batch, lambda: [_present(row) for row in rows_of(batch)])
+                self._append(HTTP_REQUESTS, batch, rows.records)
         if rows.odd:
             self._append(HTTP_REQUESTS, None, lambda: rows.odd)
         if rows.events:
@@ -330,52 +305,6 @@ def _numbers(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -
         -1 if origin_status is None else origin_status,
         -1 if origin_duration_ms is None else origin_duration_ms,
     )
-
-
-def _record(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> dict[str, Any]:
-    """An answer's ``http_requests`` record as the store's dictionary (a missing value left out): the form of the
-    rows ``RequestRows`` does not keep in columns."""
-    client_ip, client_port = request.client or ("", 0)
-    headers = dict(request.headers)  # a header sent twice: its last value, as in ``_shape``
-    query = request.query_string
-    started_ns, ended_ns = exchange.started_ns, exchange.ended_ns
-    values = (
-        exchange.ray_id,
-        exchange.zone.zone_name if exchange.zone else "",
-        client_ip,
-        client_port,
-        exchange.host,
-        request.method,
-        request.path,
-        request.path + "?" + query.decode("latin-1") if query else request.path,
-        protocol(request.http_version),
-        _text(headers.get(b"user-agent")),
-        _text(headers.get(b"referer")),
-        _text(headers.get(b"x-requested-with")),
-        request.content_length,
-        response.status,
-        len(response.body),
-        exchange.sent_bytes,
-        response.content_type.decode("latin-1"),
-        started_ns,
-        ended_ns,
-        max(0, (ended_ns - started_ns) // 1_000_000),
-        request.server[0] if request.server else "",
-        exchange.origin_status,
-        exchange.origin_duration_ms,
-        exchange.country or None,
-        exchange.asn or None,
-        exchange.cache_status,
-    )
-    record = {name: value for name, value in zip(HTTP_REQUEST_COLUMNS, values, strict=True) if value is not None}
-    record |= CONSTANTS
-    for name, original in COPIES.items():
-        record[name] = record[original]
-    return record
-
-
-def _present(row: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in row.items() if value is not None}
 
 
 def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> list[dict[str, Any]]:

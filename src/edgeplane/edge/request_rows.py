@@ -14,9 +14,9 @@ columns; the standard ``array`` module, ``marshal`` and Arrow's buffers and kern
 vectorised arithmetic uses Arrow's compute functions, so no further dependency is needed.
 
 Rows that do not fit (a number beyond 64 bits, a value of another type) and rows of requests the firewall matched
-(they carry ``Security*`` fields) are kept whole, as the store's dictionaries (``odd``, filled by the caller); so
-are the ``firewall_events`` records of the matches (``events``). They are rare, and go to the store beside the
-batch.
+(they carry ``Security*`` fields) are kept whole, as the store's dictionaries (``odd``, filled by the caller with
+``record_of``); so are the ``firewall_events`` records of the matches (``events``). They are rare, and go to the
+store beside the batch.
 """
 
 from __future__ import annotations
@@ -246,26 +246,31 @@ class RequestRows:
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
     def records(self) -> list[dict[str, Any]]:
-        """The rows in the arrays as the store's dictionaries (a missing value left out), for when ``batch``
-        cannot hold them: the same records, one Python object per field."""
-        shapes = [
-            {name: value for name, (_type, value_of) in SHAPE_COLUMNS.items() if (value := value_of(shape)) is not None}
-            for shape in self._shape_list
+        """The rows in the arrays as the store's dictionaries, for when ``batch`` cannot hold them: the same
+        records, one Python object per field (``record_of``)."""
+        shapes, numbers = self._shape_list, self._numbers
+        return [
+            record_of(shapes[self._shape_numbers[index]], ray_id, tuple(column[index] for column in numbers))
+            for index, ray_id in enumerate(self._rays)
         ]
-        records = []
-        for index, ray_id in enumerate(self._rays):
-            record: dict[str, Any] = {"RayID": ray_id, **shapes[self._shape_numbers[index]]}
-            for name, column in zip(NUMBER_COLUMNS, self._numbers, strict=True):
-                value = column[index]
-                if value >= 0 or name not in _MISSING_WHEN_NEGATIVE:
-                    record[name] = value
-            elapsed = record["EdgeEndTimestamp"] - record["EdgeStartTimestamp"]
-            record["EdgeTimeToFirstByteMs"] = max(0, elapsed // 1_000_000)
-            record |= CONSTANTS
-            for name, original in COPIES.items():
-                record[name] = record[original]
-            records.append(record)
-        return records
+
+
+def record_of(shape: Shape, ray_id: str, numbers: tuple[int, ...]) -> dict[str, Any]:
+    """A row as the store's dictionary (a missing value left out): the form of the rows kept whole, and of the rows
+    no batch holds."""
+    record: dict[str, Any] = {"RayID": ray_id}
+    for name, (_type, value_of) in SHAPE_COLUMNS.items():
+        value = value_of(shape)
+        if value is not None:
+            record[name] = value
+    for name, value in zip(NUMBER_COLUMNS, numbers, strict=True):
+        if value >= 0 or name not in _MISSING_WHEN_NEGATIVE:
+            record[name] = value
+    record["EdgeTimeToFirstByteMs"] = max(0, (record["EdgeEndTimestamp"] - record["EdgeStartTimestamp"]) // 1_000_000)
+    record |= CONSTANTS
+    for name, original in COPIES.items():
+        record[name] = record[original]
+    return record
 
 
 def protocol(http_version: str) -> str:

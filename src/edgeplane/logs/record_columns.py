@@ -108,7 +108,7 @@ def batch_of_columns(dataset_name: str, columns: Mapping[str, Sequence[Any]]) ->
     """Records given column by column (``columns`` maps a field's name to its values, one per record, ``None`` for
     a missing value) as one record batch of the dataset's schema, or ``None`` when every column is all nulls.
 
-    For producers that know their types (the edge): each column is converted to its field's type without
+    For producers that know their types: each column is converted to its field's type without
     inferring it first, which costs a third as much as ``batch_of_rows``; a column of nulls is left out, a column
     of one repeated value is built from that value once, and a sequence given for two fields is converted once.
     Raises ``KeyError`` for a name the dataset does not have and ``pa.ArrowInvalid``, ``pa.ArrowTypeError``,
