@@ -92,28 +92,27 @@ def test_logs_tail_shows_records_with_a_filter(service: EdgeplaneProcess) -> Non
     body = {"jsonrpc": "2.0", "method": "eth_blockNumber", "params": [], "id": 1}
     for _ in range(5):
         httpx.post(service.rpc_url("sepolia"), json=body, timeout=30)
-    time.sleep(0.3)
     filter_text = json.dumps({"where": {"key": "ClientRequestPath", "operator": "eq", "value": "/v1/sepolia"}})
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "edgeplane",
-            "logs",
-            "tail",
-            "--data-dir",
-            str(service.data_dir),
-            "--from-start",
-            "--no-follow",
-            "--filter",
-            filter_text,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    records = [json.loads(line) for line in result.stdout.splitlines()]
+    tail = [
+        sys.executable,
+        "-m",
+        "edgeplane",
+        "logs",
+        "tail",
+        "--data-dir",
+        str(service.data_dir),
+        "--from-start",
+        "--no-follow",
+        "--filter",
+        filter_text,
+    ]
+    # The edge hands its rows to the log store about once a second: ask until all five are there.
+    deadline = time.monotonic() + 30
+    records: list[dict[str, Any]] = []
+    while len(records) < 5 and time.monotonic() < deadline:
+        time.sleep(0.25)
+        result = subprocess.run(tail, capture_output=True, text=True, timeout=60, check=True)
+        records = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(records) == 5
     assert all(record["ClientRequestPath"] == "/v1/sepolia" for record in records)
     bad = subprocess.run(
