@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from edgeplane.edge import request_journal
 from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_log import HTTP_REQUESTS, RequestLog
 from edgeplane.edge.request_rows import Chunk
@@ -21,7 +22,7 @@ from tests.support.memory_log_store import MemoryLogStore
 
 
 async def _settle(journal: RequestJournal) -> None:
-    """Lets the journal's thread write what it was sent."""
+    """Closes the journal: what it was sent is written (by its thread, if a slow write started one)."""
     journal.close()
     await asyncio.sleep(0)
 
@@ -46,6 +47,34 @@ def test_chunks_are_read_back_whole_and_a_cut_frame_ends_the_file(tmp_path: Path
     assert journal.read(0) == [b"one"]
     path.write_bytes(data[:8] + b"ONE" + data[11:])  # a damaged first chunk: nothing after it is trusted
     assert journal.read(0) == []
+
+
+def test_quick_writes_are_on_the_callers_thread(tmp_path: Path) -> None:
+    journal = RequestJournal(tmp_path)
+    journal.write(b"one")
+    assert journal.read(0) == [b"one"]  # there at once: no thread between
+    assert not journal.threaded
+    journal.close()
+
+
+def test_after_a_slow_write_the_journal_writes_on_its_own_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that took longer than ``SLOW_WRITE_SECONDS`` (the disk stalling) hands every later write and deletion
+    to the journal's thread; they keep their order."""
+    monkeypatch.setattr(request_journal, "SLOW_WRITE_SECONDS", -1.0)  # every write is slow
+    journal = RequestJournal(tmp_path)
+    journal.write(b"first")
+    assert journal.threaded
+    journal.write(b"second")
+    journal.next_period()
+    journal.write(b"third")
+    journal.discard(0)
+    journal.write(b"fourth")
+    journal.close()
+    assert not journal.threaded
+    assert journal.periods() == [1]
+    assert journal.read(1) == [b"third", b"fourth"]
 
 
 def test_periods_go_on_from_the_files_found_and_discard_deletes_up_to_one(tmp_path: Path) -> None:

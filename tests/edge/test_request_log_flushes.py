@@ -149,3 +149,16 @@ _PLAIN: dict[str, Any] = {
     "asn": 0,
     "cache_status": "hit",
 }
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(answers, min_size=1, max_size=6), st.sets(st.integers(0, 5)))
+def test_a_row_with_a_number_beyond_64_bits_is_kept_whole(details: list[dict[str, Any]], oversized: set[int]) -> None:
+    """A number no 64-bit column holds (a Content-Length of 2**64, say) keeps its row out of the columns, not out of
+    the log: its record is the one it gets alone."""
+    each = [answer(number, one) for number, one in enumerate(details)]
+    for index in oversized & set(range(len(each))):
+        each[index][0].content_length = 2**64 + index
+    together = sorted(flushed_together(each), key=lambda record: str(record["RayID"]))
+    assert together == [flushed_alone(one) for one in each]
+    assert [record["ClientRequestBytes"] for record in together] == [one[0].content_length for one in each]

@@ -333,10 +333,10 @@ def test_a_failed_write_of_a_batch_keeps_it_and_what_follows_in_order(
     real = log_store._write_all
     failures = [OSError(errno.ENOSPC, "injected")]
 
-    def write_all(descriptor: int, data: bytes) -> None:
-        if failures and data[:4] == b"EPLC":
+    def write_all(descriptor: int, *parts: bytes | memoryview) -> None:
+        if failures and bytes(parts[0][:4]) == b"EPLC":
             raise failures.pop()
-        real(descriptor, data)
+        real(descriptor, *parts)
 
     monkeypatch.setattr(log_store, "_write_all", write_all)
     with SegmentedLogStore(tmp_path, flush_interval=3600) as store:
@@ -351,3 +351,23 @@ def test_a_failed_write_of_a_batch_keeps_it_and_what_follows_in_order(
         assert store.end_position(HTTP) == 5  # the lines before it were written
         assert store.flush(timeout=5)
         assert read_all_columns(store) == rows(0, 30)
+
+
+@pytest.mark.parametrize("taken", [0, 3, 6, 10])
+def test_a_short_gathered_write_is_finished_piece_by_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taken: int
+) -> None:
+    """``writev`` may take fewer bytes than it was given: the rest follows, in order."""
+    real_writev = os.writev
+
+    def short_writev(descriptor: int, parts: Any) -> int:
+        return real_writev(descriptor, [b"".join(bytes(part) for part in parts)[:taken]])
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    path = tmp_path / "out"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        log_store._write_all(descriptor, b"header", memoryview(pa.py_buffer(b"payload")))
+    finally:
+        os.close(descriptor)
+    assert path.read_bytes() == b"headerpayload"

@@ -140,14 +140,45 @@ class RequestLog:
         """Records one answered request; called on the thread of the event loop that serves it. Outside an event
         loop (a script, a test) its records go to the store at once."""
         rows = self._rows
-        shape, ray_id = _shape(request, response, exchange), exchange.ray_id
-        numbers = _numbers(request, response, exchange)
+        # The row's texts (a shape, see ``request_rows.SHAPE``) and numbers (``request_rows.NUMBER_COLUMNS``), built
+        # here rather than by helper functions: at some 7,000 requests a second on one core, each call saved is
+        # measurable.
+        client, headers, zone = request.client, dict(request.headers), exchange.zone
+        shape = (
+            client[0] if client else "",
+            exchange.host,
+            request.method,
+            request.path,
+            request.query_string,
+            request.http_version,
+            headers.get(b"user-agent"),
+            headers.get(b"referer"),
+            headers.get(b"x-requested-with"),
+            response.content_type,
+            request.server,
+            exchange.country,
+            exchange.asn,
+            zone.zone_name if zone else "",
+            exchange.cache_status,
+        )
+        origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
+        numbers = (
+            client[1] if client else 0,
+            request.content_length,
+            response.status,
+            len(response.body),
+            exchange.sent_bytes,
+            exchange.started_ns,
+            exchange.ended_ns,
+            -1 if origin_status is None else origin_status,
+            -1 if origin_duration_ms is None else origin_duration_ms,
+        )
         if exchange.verdict.matches:  # rare: a firewall match
-            rows.odd.append(record_of(shape, ray_id, numbers) | security_fields(exchange.verdict))
+            rows.odd.append(record_of(shape, exchange.ray_id, numbers) | security_fields(exchange.verdict))
             rows.events.extend(_events(request, response, exchange))
-        elif not rows.add(shape, ray_id, numbers):  # a number beyond 64 bits: kept whole
-            rows.odd.append(record_of(shape, ray_id, numbers))
-        full = len(rows) >= self.max_rows
+        elif not rows.add(shape, exchange.ray_id, numbers):  # a number beyond 64 bits: kept whole
+            rows.odd.append(record_of(shape, exchange.ray_id, numbers))
+        full = len(rows.rays) + len(rows.odd) >= self.max_rows
         timer_loop = self._timer_loop
         if not full and self._timer is not None and timer_loop is not None and timer_loop.is_running():
             # The look to come takes this row: its loop runs, so it is the loop emitting (one per thread), and
@@ -264,47 +295,6 @@ class RequestLog:
             refused.inc(count)
             return
         emitted.inc(count)
-
-
-def _shape(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> tuple[Any, ...]:
-    """The texts of an answer's row, in the order of ``request_rows.SHAPE``."""
-    client = request.client
-    headers = dict(request.headers)
-    zone = exchange.zone
-    return (
-        client[0] if client else "",
-        exchange.host,
-        request.method,
-        request.path,
-        request.query_string,
-        request.http_version,
-        headers.get(b"user-agent"),
-        headers.get(b"referer"),
-        headers.get(b"x-requested-with"),
-        response.content_type,
-        request.server,
-        exchange.country,
-        exchange.asn,
-        zone.zone_name if zone else "",
-        exchange.cache_status,
-    )
-
-
-def _numbers(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> tuple[int, ...]:
-    """The numbers of an answer's row, in the order of ``request_rows.NUMBER_COLUMNS`` (-1: a missing origin value)."""
-    client = request.client
-    origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
-    return (
-        client[1] if client else 0,
-        request.content_length,
-        response.status,
-        len(response.body),
-        exchange.sent_bytes,
-        exchange.started_ns,
-        exchange.ended_ns,
-        -1 if origin_status is None else origin_status,
-        -1 if origin_duration_ms is None else origin_duration_ms,
-    )
 
 
 def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> list[dict[str, Any]]:

@@ -253,7 +253,7 @@ class _Published:
 class _ColumnBlock:
     """A pending block of records already serialised in columns (``append_columns``)."""
 
-    payload: bytes
+    payload: memoryview
     count: int
 
 
@@ -389,13 +389,14 @@ class SegmentedLogStore:
                     f"{self._buffered} bytes are waiting to be written (limit {self.max_buffer_bytes}); "
                     f"{count} records refused"
                 )
+            idle = not self._buffered
             stream.pending.extend(items)
             stream.pending_bytes += size
             self._buffered += size
             self._appended_generation += 1
             self._counters["appended"] += count
-            if self._buffered >= self.flush_bytes:
-                self._wake.set()
+            if idle or self._buffered >= self.flush_bytes:
+                self._wake.set()  # the flusher sleeps while nothing waits (see ``_run_flusher``)
 
     def flush(self, timeout: float | None = None) -> bool:
         """See ``LogStore.flush``. Raises ``LogStoreClosedError`` on a read-only store."""
@@ -791,7 +792,13 @@ class SegmentedLogStore:
     def _run_flusher(self) -> None:
         next_sync = time.monotonic() + self.sync_interval
         while True:
-            self._wake.wait(timeout=self.flush_interval)
+            # With nothing to write the thread sleeps until an append wakes it or a sync is due; records that wait
+            # (appended while it wrote, or left by a failed write) are written every ``flush_interval``. A thread
+            # that woke every ``flush_interval`` for nothing cost the edge's event loop more than the writes did:
+            # each wake takes the interpreter's lock from it (see docs/log-store.md).
+            with self._lock:
+                idle = not self._buffered and not self._closed
+            self._wake.wait(timeout=max(0.0, next_sync - time.monotonic()) if idle else self.flush_interval)
             self._wake.clear()
             with self._lock:
                 closing = self._closed
@@ -901,13 +908,13 @@ class SegmentedLogStore:
                 return index + stream.published.end - start, error
         return len(records), None
 
-    def _write_block(self, stream: _Stream, payload: bytes, count: int) -> None:
+    def _write_block(self, stream: _Stream, payload: memoryview, count: int) -> None:
         """Write one block of records kept in columns (``count`` of them), after a roll if the segment is full."""
         if stream.published.last_size and len(payload) > self.segment_bytes - stream.published.last_size - HEADER_BYTES:
             self._roll(stream)
         published = stream.published
         header = _HEADER.pack(_MAGIC_COLUMNS, len(payload), count, published.end)
-        _write_all(stream.fd, header + _CRC.pack(crc32(payload, crc32(header))) + payload)
+        _write_all(stream.fd, header + _CRC.pack(crc32(payload, crc32(header))), payload)
         stream.unsynced = True
         stream.published = _Published(
             published.segments, published.last_size + HEADER_BYTES + len(payload), published.end + count
@@ -1126,11 +1133,15 @@ def _create_segment(path: Path, base: int) -> None:
     _sync_directory(path)
 
 
-def _write_all(descriptor: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(descriptor, view)
-        view = view[written:]
+def _write_all(descriptor: int, *parts: bytes | memoryview) -> None:
+    """Writes ``parts`` one after the other: in one system call when the file takes them all (``writev``, without
+    joining them first), else the rest a piece at a time."""
+    written = os.writev(descriptor, parts)
+    for part in parts:
+        view = memoryview(part).cast("B")[written:]
+        written = max(0, written - len(part))
+        while view:
+            view = view[os.write(descriptor, view) :]
 
 
 def _sync_directory(path: Path) -> None:
