@@ -368,7 +368,7 @@ async def test_the_request_record_carries_country_and_asn(locator: ClientLocator
     refused = router.answer_head(head_only)
     assert refused is not None
     assert refused.status == 405
-    router.answered(head_only, refused, 100, time.time_ns())  # as the server does once the refusal is written
+    router.answered([(head_only, refused, 100, time.time_ns())])  # as the server does once the refusal is written
     router.request_log.flush()  # type: ignore[union-attr]
     known, unknown, head_refused = store.records["http_requests"]
     assert (known["ClientCountry"], known["ClientASN"]) == ("nz", 64500)

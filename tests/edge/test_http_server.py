@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgeplane.edge import http_server
-from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, HttpServer
+from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse, HttpServer
 
 TIMEOUT = 5.0
 
@@ -50,10 +50,11 @@ class Recorder:
             return EdgeResponse(200, json.dumps({"path": request.path, "at_once": True}).encode())
         return self._handle(request)
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int, written_ns: int) -> None:
-        assert written_ns > 0
-        self.told.append((request.path, response.status))
-        self.sent.append(sent_bytes)
+    def answered(self, answers: list[Answer]) -> None:
+        for request, response, sent_bytes, written_ns in answers:
+            assert written_ns > 0
+            self.told.append((request.path, response.status))
+            self.sent.append(sent_bytes)
         self.heard.set()
 
     async def _handle(self, request: EdgeRequest) -> EdgeResponse:
@@ -217,7 +218,7 @@ async def test_answered_hears_of_an_answer_the_client_left_before() -> None:
 
 async def test_a_failing_answered_leaves_the_connection_serving() -> None:
     class Failing(Recorder):
-        def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int, written_ns: int) -> None:
+        def answered(self, answers: list[Answer]) -> None:
             raise RuntimeError("a bug in answered")
 
     async with running(Failing()) as (_, port):

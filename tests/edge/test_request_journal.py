@@ -110,7 +110,7 @@ async def test_rows_of_a_process_that_died_are_recovered_from_the_journal(tmp_pa
     store = MemoryLogStore()
     log = RequestLog(store, journal=RequestJournal(tmp_path), flush_interval=0.01, convert_interval=3600)  # type: ignore[arg-type]
     for number, one in enumerate(each):
-        log.emit(*one)
+        log.emit([one])
         if number % 10 == 9:
             await asyncio.sleep(0.05)  # a look: the rows so far go to the journal, in several chunks
     assert log.journal is not None
@@ -130,9 +130,8 @@ async def test_a_firewall_match_and_an_odd_row_are_journalled_too(tmp_path: Path
     store = MemoryLogStore()
     log = RequestLog(store, journal=RequestJournal(tmp_path), flush_interval=0.01, convert_interval=3600)  # type: ignore[arg-type]
     emit(log, verdict=Verdict(matches=(probe_match(),)))
-    request, response, exchange = _answers(1)[0]
-    exchange.sent_bytes = 1 << 70  # no 64-bit column holds it: kept whole
-    log.emit(request, response, exchange)
+    request, response, _sent_bytes, written_ns = _answers(1)[0]
+    log.emit([(request, response, 1 << 70, written_ns)])  # no 64-bit column holds what it sent: kept whole
     assert log.journal is not None
     journal = log.journal
     await _until(lambda: sum(len(Chunk.decode(data).odd) for data in journal.read(0)) == 2)
@@ -149,8 +148,7 @@ async def test_the_journal_files_go_once_the_store_wrote_the_period(tmp_path: Pa
     journal = RequestJournal(tmp_path / "journal")
     with SegmentedLogStore(tmp_path / "store") as store:
         log = RequestLog(store, journal=journal, flush_interval=0.01, convert_interval=0.5)
-        for one in _answers(5):
-            log.emit(*one)
+        log.emit(_answers(5))
         await _until(lambda: journal.periods() == [0])  # journalled
         assert store.end_position(HTTP_REQUESTS) == 0  # not yet converted
         await _until(lambda: store.end_position(HTTP_REQUESTS) == 5)  # converted and written by the store
@@ -162,8 +160,7 @@ async def test_closing_writes_everything_and_leaves_no_journal(tmp_path: Path) -
     journal = RequestJournal(tmp_path / "journal")
     store = SegmentedLogStore(tmp_path / "store")
     log = RequestLog(store, journal=journal, flush_interval=0.01, convert_interval=3600)
-    for one in _answers(7):
-        log.emit(*one)
+    log.emit(_answers(7))
     await asyncio.sleep(0.05)
     log.flush()
     store.close()

@@ -12,8 +12,9 @@ from typing import Any
 import orjson
 
 from edgeplane.edge.client_location import ClientLocator
+from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
-from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, RECORDS_REFUSED, Exchange, RequestLog
+from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, RECORDS_REFUSED, RequestLog
 from edgeplane.edge.runtime import EdgeRuntime
 from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
@@ -50,9 +51,8 @@ SENT_BYTES = 150  # what the server says it wrote
 def emit(log: RequestLog, request: EdgeRequest | None = None, **details: Any) -> None:
     exchange = Exchange(details.pop("host", "rpc.example.com"), details.pop("zone", ZONE))
     response = details.pop("response", RESPONSE)
+    ended_ns, sent_bytes = details.pop("ended_ns", time.time_ns()), details.pop("sent_bytes", SENT_BYTES)
     options: dict[str, Any] = {
-        "ended_ns": time.time_ns(),
-        "sent_bytes": SENT_BYTES,
         "ray_id": "00000000000000ab",
         "started_ns": STARTED,
         "cache_status": "dynamic",
@@ -60,7 +60,9 @@ def emit(log: RequestLog, request: EdgeRequest | None = None, **details: Any) ->
     }
     for name, value in options.items():
         setattr(exchange, name, value)
-    log.emit(request or edge_request(), response, exchange)
+    request = request or edge_request()
+    request.context = exchange
+    log.emit([(request, response, sent_bytes, ended_ns)])
 
 
 def test_every_column_is_a_field_of_the_dataset() -> None:

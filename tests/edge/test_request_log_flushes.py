@@ -5,6 +5,7 @@ as dictionaries."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from typing import Any
 
 import pyarrow as pa
@@ -12,8 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
-from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, Exchange, RequestLog
+from edgeplane.edge import request_rows
+from edgeplane.edge.exchange import Exchange
+from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
+from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, RequestLog
 from edgeplane.edge.request_rows import RequestRows
 from edgeplane.store.snapshot import ZoneRoute
 from tests.support.memory_log_store import MemoryLogStore
@@ -44,7 +47,7 @@ answers = st.fixed_dictionaries(
 )
 
 
-def answer(number: int, details: dict[str, Any]) -> tuple[EdgeRequest, EdgeResponse, Exchange]:
+def answer(number: int, details: dict[str, Any]) -> Answer:
     request = EdgeRequest(
         method="POST",
         path="/v1/mainnet",
@@ -59,22 +62,21 @@ def answer(number: int, details: dict[str, Any]) -> tuple[EdgeRequest, EdgeRespo
     exchange = Exchange("rpc.example.com", details["zone"])
     exchange.ray_id = f"{number:016x}"
     exchange.started_ns = STARTED + number
-    exchange.ended_ns = STARTED + number + details["elapsed_ns"]
-    exchange.sent_bytes = 100 + number
     if details["origin"] is not None:
         exchange.origin_status, exchange.origin_duration_ms = details["origin"]
     exchange.country, exchange.asn = details["country"], details["asn"]
     exchange.cache_status = details["cache_status"]
-    return request, response, exchange
+    request.context = exchange
+    return request, response, 100 + number, STARTED + number + details["elapsed_ns"]
 
 
-def flushed_together(answers: list[tuple[EdgeRequest, EdgeResponse, Exchange]]) -> list[dict[str, Any]]:
+def flushed_together(answers: list[Answer]) -> list[dict[str, Any]]:
     store = MemoryLogStore()
     log = RequestLog(store, max_rows=len(answers) + 1)  # type: ignore[arg-type]
 
     async def emit_all() -> None:
-        for each in answers:
-            log.emit(*each)
+        log.emit(answers[:1])  # a batch of one, then the rest: as the server tells of them
+        log.emit(answers[1:])
         log.flush()
 
     asyncio.run(emit_all())
@@ -82,9 +84,9 @@ def flushed_together(answers: list[tuple[EdgeRequest, EdgeResponse, Exchange]]) 
     return store.records[HTTP_REQUESTS]
 
 
-def flushed_alone(each: tuple[EdgeRequest, EdgeResponse, Exchange]) -> dict[str, Any]:
+def flushed_alone(each: Answer) -> dict[str, Any]:
     store = MemoryLogStore()
-    RequestLog(store).emit(*each)  # type: ignore[arg-type]  # outside a loop: flushed at once
+    RequestLog(store).emit([each])  # type: ignore[arg-type]  # outside a loop: flushed at once
     (record,) = store.records[HTTP_REQUESTS]
     return record
 
@@ -114,6 +116,15 @@ def test_the_values_of_a_mixed_flush() -> None:
     assert (first["EdgeTimeToFirstByteMs"], second["EdgeTimeToFirstByteMs"]) == (3, 0)
 
 
+class _Unpackable:
+    """Packs no row's numbers: every row is kept whole."""
+
+    size = request_rows._NUMBERS.size
+
+    def pack(self, *numbers: int) -> bytes:
+        raise struct.error("no row fits")
+
+
 def _no_batch(self: RequestRows) -> None:
     raise pa.ArrowInvalid("refused")
 
@@ -122,15 +133,14 @@ def _no_batch(self: RequestRows) -> None:
 @given(st.lists(answers, min_size=1, max_size=6), st.sampled_from(["no batch", "no columns"]))
 def test_rows_no_batch_holds_get_the_same_records(details: list[dict[str, Any]], way: str) -> None:
     """The three forms of a row give the same record: in columns (a batch), from the columns one by one when no
-    batch holds them (``RequestRows.records``), and whole from the request (``_record``, for a row that does not
-    fit the columns)."""
+    batch holds them (``RequestRows.records``), and whole (``record_of``, for a row whose numbers do not pack)."""
     each = [answer(number, one) for number, one in enumerate(details)]
     expected = flushed_together(each)
     with pytest.MonkeyPatch.context() as patch:
         if way == "no batch":
             patch.setattr(RequestRows, "batch", _no_batch)
         else:
-            patch.setattr(RequestRows, "add", lambda *_: False)
+            patch.setattr(request_rows, "_NUMBERS", _Unpackable())
         assert flushed_together(each) == expected
 
 

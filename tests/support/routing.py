@@ -12,5 +12,7 @@ async def answer_through(router: EdgeRouter, request: EdgeRequest) -> EdgeRespon
     """The router's answer to ``request`` (awaited when it is not at hand), then ``answered`` as after the write."""
     answer = router.handle(request)
     response = answer if isinstance(answer, EdgeResponse) else await answer
-    router.answered(request, response, len(encode_response(response, keep_alive=True, http_10=False)), time.time_ns())
+    router.answered(
+        [(request, response, len(encode_response(response, keep_alive=True, http_10=False)), time.time_ns())]
+    )
     return response

@@ -125,6 +125,11 @@ class EdgeResponse:
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
+# An answer as the server tells the handler of it, once written: the request, the response, the bytes written (head
+# and body) and when (Unix nanoseconds). A plain tuple: the server makes one per request.
+Answer = tuple[EdgeRequest, EdgeResponse, int, int]
+
+
 class EdgeHandler(Protocol):
     """The application the server runs."""
 
@@ -135,10 +140,11 @@ class EdgeHandler(Protocol):
         """The answer to a request ``answer_head`` let through, with its whole body: the answer itself when it is at
         hand, else an awaitable of it."""
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int, written_ns: int) -> None:
-        """Called, in batches and after the write, for every answer to a request whose head was read (the handler's
-        own, and the server's refusals): ``sent_bytes`` of head and body were written at ``written_ns`` (Unix
-        nanoseconds; 0 bytes: dropped, the client went away first). The request's body is gone by then."""
+    def answered(self, answers: list[Answer]) -> None:
+        """Called after the writes with a batch of the answers to requests whose head was read (the handler's own,
+        and the server's refusals), in the order written: each as ``(request, response, sent_bytes, written_ns)``,
+        ``sent_bytes`` of head and body written at ``written_ns`` (Unix nanoseconds; 0 bytes: dropped, the client
+        went away first). The requests' bodies are gone by then. The list is the handler's to keep."""
 
 
 def jsonrpc_error(
@@ -222,7 +228,7 @@ class HttpServer:
         self._stop: asyncio.Event | None = None
         self._all_closed: asyncio.Event | None = None
         # answers written and not yet told (``_tell``): request, answer, bytes written, when
-        self._to_tell: list[tuple[EdgeRequest, EdgeResponse, int, int]] = []
+        self._to_tell: list[Answer] = []
         self._tell_timer: asyncio.TimerHandle | None = None
 
     async def serve(self, sock: socket.socket) -> None:
@@ -284,12 +290,12 @@ class HttpServer:
             self._tell_timer.cancel()
             self._tell_timer = None
         told, self._to_tell = self._to_tell, []
-        answered = self.handler.answered
-        for request, answer, sent_bytes, written_ns in told:
-            try:
-                answered(request, answer, sent_bytes, written_ns)
-            except Exception:
-                log.exception("edge handler failed after answering", path=request.path)
+        if not told:
+            return
+        try:
+            self.handler.answered(told)  # one call a batch: the handler's work per answer is a loop's, not a call's
+        except Exception:
+            log.exception("edge handler failed after answering", answers=len(told))
 
     def _forget(self, connection: _HttpConnection) -> None:
         self._connections.discard(connection)

@@ -10,9 +10,10 @@ firewall matched has its ``Security*`` fields set and one ``firewall_events`` re
 (``edgeplane.waf.events``), sharing its ``RayID``.
 
 Emission never blocks the request and does all its work on the event loop's thread, after the client has its answer
-(the router emits from ``answered``, which the edge's HTTP server calls once the answer is written). ``emit`` adds
-the answered request (its ``Exchange``) to the period's ``RequestRows`` at once: the texts as a shape, the numbers
-as machine integers, nothing that holds the request (whose body may be large). Every ``flush_interval`` (50 ms) the
+(the router emits from ``answered``, which the edge's HTTP server calls with a batch of answers once they are
+written). ``emit`` adds the batch's requests (each with its ``Exchange``) to the period's ``RequestRows`` at once, in
+one loop: the texts as a shape, the numbers as packed machine integers, nothing that holds the request (whose body
+may be large); the rare rows kept whole (a firewall match) come back to it to build. Every ``flush_interval`` (50 ms) the
 rows added since the last look go to the write-ahead journal (``edgeplane.edge.request_journal``); every
 ``convert_interval`` (1 s), or just after the answer that makes ``max_rows`` rows, ``flush`` turns the period's rows
 into one Arrow record batch, which the store serialises and hands to its flusher thread to write. Without a journal
@@ -27,8 +28,6 @@ batch cannot hold (a text Arrow refuses) go to the store as dictionaries, which 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import os
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -37,14 +36,13 @@ import pyarrow as pa
 import structlog
 from prometheus_client import Counter
 
-from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
+from edgeplane.edge.exchange import Exchange
+from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
 from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_rows import NUMBER_COLUMNS, SHAPE_COLUMNS, Chunk, RequestRows, protocol, record_of
 from edgeplane.logs.log_store import LogStore, LogStoreError
 from edgeplane.logs.record_columns import batch_of_rows
-from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.events import FIREWALL_EVENTS, firewall_event_records, security_fields
-from edgeplane.waf.firewall import ALLOWED, Verdict
 
 HTTP_REQUESTS: Final = "http_requests"
 _UNCONVERTED: Final = (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError)
@@ -59,50 +57,6 @@ RECORDS_REFUSED = Counter(
     "edgeplane_log_records_refused_total", "Log records the log store refused (its disk fell behind).", ["dataset"]
 )
 RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records appended to the log store.", ["dataset"])
-
-
-# A request id is the process's random 64-bit start plus its count of requests: unique across processes (the odds
-# that two processes' ranges meet are those of two random 32-bit prefixes), and no system call per request.
-_ray_numbers = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
-
-
-def new_ray_id() -> str:
-    """A request id: 16 lowercase hex characters."""
-    return "%016x" % (next(_ray_numbers) & 0xFFFF_FFFF_FFFF_FFFF)
-
-
-class Exchange:
-    """One request through the edge, as the router learns of it and the request log records it: made when the
-    request's head is complete, filled in as it is answered. It does not hold the request (the request holds it)."""
-
-    __slots__ = (
-        "asn",
-        "cache_status",
-        "country",
-        "ended_ns",
-        "host",
-        "origin_duration_ms",
-        "origin_status",
-        "ray_id",
-        "sent_bytes",
-        "started_ns",
-        "verdict",
-        "zone",
-    )
-
-    def __init__(self, host: str, zone: ZoneRoute | None) -> None:
-        self.host = host
-        self.zone = zone  # None: the host is no web3 hostname
-        self.ray_id = ""
-        self.started_ns = 0
-        self.country = ""  # "" when unknown
-        self.asn = 0  # 0 when unknown
-        self.verdict: Verdict = ALLOWED
-        self.origin_status: int | None = None  # None: the request never reached an upstream
-        self.origin_duration_ms: int | None = None
-        self.cache_status = "unknown"  # the gateway's response cache: hit, miss, bypass, dynamic; unknown if not asked
-        self.ended_ns = 0  # when the answer was written (Unix nanoseconds)
-        self.sent_bytes = 0  # the answer's bytes, head and body, as written
 
 
 class RequestLog:
@@ -136,52 +90,21 @@ class RequestLog:
         self._timer: asyncio.Handle | None = None  # the next look at the rows
         self._timer_loop: asyncio.AbstractEventLoop | None = None  # the loop it was scheduled on
 
-    def emit(self, request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> None:
-        """Records one answered request; called on the thread of the event loop that serves it. Outside an event
-        loop (a script, a test) its records go to the store at once."""
+    def emit(self, answers: list[Answer]) -> None:
+        """Records a batch of answered requests (those whose request has an ``Exchange``); called on the thread of
+        the event loop that serves them. Outside an event loop (a script, a test) their records go to the store at
+        once."""
         rows = self._rows
-        # The row's texts (a shape, see ``request_rows.SHAPE``) and numbers (``request_rows.NUMBER_COLUMNS``), built
-        # here rather than by helper functions: at some 7,000 requests a second on one core, each call saved is
-        # measurable.
-        client, headers, zone = request.client, dict(request.headers), exchange.zone
-        shape = (
-            client[0] if client else "",
-            exchange.host,
-            request.method,
-            request.path,
-            request.query_string,
-            request.http_version,
-            headers.get(b"user-agent"),
-            headers.get(b"referer"),
-            headers.get(b"x-requested-with"),
-            response.content_type,
-            request.server,
-            exchange.country,
-            exchange.asn,
-            zone.zone_name if zone else "",
-            exchange.cache_status,
-        )
-        origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
-        numbers = (
-            client[1] if client else 0,
-            request.content_length,
-            response.status,
-            len(response.body),
-            exchange.sent_bytes,
-            exchange.started_ns,
-            exchange.ended_ns,
-            -1 if origin_status is None else origin_status,
-            -1 if origin_duration_ms is None else origin_duration_ms,
-        )
-        if exchange.verdict.matches:  # rare: a firewall match
-            rows.odd.append(record_of(shape, exchange.ray_id, numbers) | security_fields(exchange.verdict))
-            rows.events.extend(_events(request, response, exchange))
-        elif not rows.add(shape, exchange.ray_id, numbers):  # a number beyond 64 bits: kept whole
-            rows.odd.append(record_of(shape, exchange.ray_id, numbers))
+        for (request, response, _sent_bytes, _written_ns), exchange, shape, numbers in rows.add_answers(answers):
+            record = record_of(shape, exchange.ray_id, numbers)
+            if exchange.verdict.matches:
+                record |= security_fields(exchange.verdict)
+                rows.events.extend(_events(request, response, exchange))
+            rows.odd.append(record)
         full = len(rows.rays) + len(rows.odd) >= self.max_rows
         timer_loop = self._timer_loop
         if not full and self._timer is not None and timer_loop is not None and timer_loop.is_running():
-            # The look to come takes this row: its loop runs, so it is the loop emitting (one per thread), and
+            # The look to come takes these rows: its loop runs, so it is the loop emitting (one per thread), and
             # asking for the running loop (a system call, to check the process) is not needed.
             return
         try:
@@ -190,7 +113,7 @@ class RequestLog:
             self.flush()
             return
         if self._timer is not None and self._timer_loop is loop:
-            self._timer.cancel()  # full (otherwise the pending look took the row, above): convert at once instead
+            self._timer.cancel()  # full (otherwise the pending look took the rows, above): convert at once instead
         self._timer_loop = loop  # a timer of a loop that has ended never runs: the next emit schedules another
         self._timer = loop.call_soon(self._look, True) if full else loop.call_later(self.flush_interval, self._look)
 

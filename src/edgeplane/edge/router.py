@@ -31,8 +31,9 @@ import orjson
 
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.edge.client_location import ClientLocator
-from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, jsonrpc_error
-from edgeplane.edge.request_log import Exchange, RequestLog, new_ray_id
+from edgeplane.edge.exchange import Exchange, new_ray_id
+from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse, jsonrpc_error
+from edgeplane.edge.request_log import RequestLog
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
 from edgeplane.gateway.service import Gateway, GatewayResponse
@@ -132,16 +133,17 @@ class EdgeRouter:
             exchange.origin_duration_ms = (time.time_ns() - exchange.started_ns) // 1_000_000
         return EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
 
-    def answered(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int, written_ns: int) -> None:
-        """Logs the answered request (``HttpServer`` calls this once the answer is written)."""
-        if self.request_log is None or request.context is _NOT_LOGGED:
+    def answered(self, answers: list[Answer]) -> None:
+        """Logs answered requests (``HttpServer`` calls this with a batch of them once they are written)."""
+        if self.request_log is None:
             return
-        exchange = self._exchange(request)  # made here for a request the server refused before routing it
-        if not exchange.ray_id:  # answered by the server itself (a body too large, say), or the handler failed early
-            self._start(request, written_ns)
-        exchange.ended_ns = written_ns
-        exchange.sent_bytes = sent_bytes
-        self.request_log.emit(request, response, exchange)
+        for request, _response, _sent_bytes, written_ns in answers:
+            exchange = request.context
+            # Rare: refused by the server before the router saw it (a body too large, say), or the handler failed
+            # early. ``/healthz`` is not logged (the request log skips what has no exchange).
+            if (not isinstance(exchange, Exchange) or not exchange.ray_id) and exchange is not _NOT_LOGGED:
+                self._start(request, written_ns)
+        self.request_log.emit(answers)
 
     def _start(self, request: EdgeRequest, started_ns: int) -> Exchange:
         """The request's exchange, started: its start time, a ray id, and the client's country and ASN."""
