@@ -13,8 +13,8 @@ Emission never blocks the request and does all its work on the event loop's thre
 (the router emits from ``answered``, which the edge's HTTP server calls with a batch of answers once they are
 written). ``emit`` adds the batch's requests (each with its ``Exchange``) to the period's ``RequestRows`` at once, in
 one loop: the texts as a shape, the numbers as packed machine integers, nothing that holds the request (whose body
-may be large); the rare rows kept whole (a firewall match) come back to it to build. Every ``flush_interval`` (50 ms) the
-rows added since the last look go to the write-ahead journal (``edgeplane.edge.request_journal``); every
+may be large); the rare rows kept whole (a firewall match) come back to it to build. Every ``flush_interval``
+(50 ms) the rows added since the last look go to the write-ahead journal (``edgeplane.edge.request_journal``); every
 ``convert_interval`` (1 s), or just after the answer that makes ``max_rows`` rows, ``flush`` turns the period's rows
 into one Arrow record batch, which the store serialises and hands to its flusher thread to write. Without a journal
 (tests, scripts) every flush is a conversion.
