@@ -4,6 +4,9 @@ two conversions, and the journal's files go once the store holds their rows."""
 from __future__ import annotations
 
 import asyncio
+import marshal
+import struct
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 from edgeplane.edge import request_journal
 from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_log import HTTP_REQUESTS, RequestLog
-from edgeplane.edge.request_rows import Chunk
+from edgeplane.edge.request_rows import NUMBER_COLUMNS, Chunk
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.waf.events import FIREWALL_EVENTS
 from edgeplane.waf.firewall import Verdict
@@ -98,6 +101,18 @@ def test_a_chunk_is_checked_when_read_back() -> None:
         Chunk.decode(b"\x00garbage")
     with pytest.raises(ValueError, match="not a request journal chunk"):
         Chunk.decode(b"")
+
+
+def test_a_chunk_of_the_first_format_is_read_with_its_numbers_packed_by_row() -> None:
+    """The first journal format kept a row's numbers a column at a time; a journal a previous release left is still
+    recovered."""
+    rows = [tuple(range(row * 10, row * 10 + len(NUMBER_COLUMNS))) for row in range(3)]
+    columns = [array("q", column).tobytes() for column in zip(*rows, strict=True)]
+    first = marshal.dumps((1, 3, [], array("I", [0, 0, 0]).tobytes(), ["a" * 16, "b" * 16, "c" * 16], columns, [], []))
+    chunk = Chunk.decode(first)
+    packed = struct.Struct(f"={len(NUMBER_COLUMNS)}q")
+    assert list(packed.iter_unpack(chunk.numbers)) == rows
+    assert chunk.rays == ["a" * 16, "b" * 16, "c" * 16]
 
 
 def _answers(count: int, **changes: Any) -> list[Any]:
