@@ -371,23 +371,3 @@ def test_a_short_gathered_write_is_finished_piece_by_piece(
     finally:
         os.close(descriptor)
     assert path.read_bytes() == b"headerpayload"
-
-
-def test_dictionary_encoded_texts_are_stored_encoded_and_read_back_plain(tmp_path: Path) -> None:
-    """The edge gives its text columns dictionary-encoded (a value per shape, an index per row): the block keeps
-    them so, and every reader gets the dataset's plain string columns, with their fields' metadata."""
-    plain = columns_of(0, 40)
-    encoded = pa.RecordBatch.from_arrays(
-        [column.dictionary_encode() if column.type == pa.string() else column for column in plain.columns],
-        names=plain.schema.names,
-    )
-    with SegmentedLogStore(tmp_path) as store:
-        store.append_columns(HTTP, encoded)
-        assert store.flush(timeout=5)
-        assert read_all_columns(store) == rows(0, 40)
-        (part,) = store.read_columns(HTTP, 0).parts
-        assert part.schema == plain.schema
-        assert part.schema.field("ZoneName").metadata == plain.schema.field("ZoneName").metadata
-    wrong = pa.DictionaryArray.from_arrays(pa.array([0] * 40, pa.int32()), pa.array(["200"]))  # a number's field
-    with SegmentedLogStore(tmp_path / "other") as other, pytest.raises(ValueError, match="EdgeResponseStatus"):
-        other.append_columns(HTTP, pa.RecordBatch.from_arrays([wrong], names=["EdgeResponseStatus"]))

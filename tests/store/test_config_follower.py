@@ -66,8 +66,12 @@ async def test_the_follower_asks_only_after_a_change(database: Database, monkeyp
     snapshots = SnapshotHolder(read_snapshot(database))
     follower = asyncio.create_task(follow_configuration(database, snapshots))
     try:
+        deadline = asyncio.get_running_loop().time() + 5
+        while not asked:  # the first look (nothing seen before) asks once, on a thread: on a busy machine, not at once
+            assert asyncio.get_running_loop().time() < deadline, "the follower never asked"
+            await asyncio.sleep(0.01)  # a plain list: there is nothing to wait on
         await asyncio.sleep(0.3)  # about 30 looks at the files
-        assert len(asked) == 1  # the first look (nothing seen before) asks once; unchanged files ask no more
+        assert len(asked) == 1  # unchanged files ask no more
         _bump(database)
         await _version_seen(snapshots, 1)
         settled = len(asked)

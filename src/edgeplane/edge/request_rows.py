@@ -297,18 +297,14 @@ class RequestRows:
             return None
         names: list[str] = ["RayID"]
         arrays: list[pa.Array] = [pa.array(self.rays, pa.string())]
-        indices = pa.array(self._shape_numbers, pa.int32())
+        indices = pa.array(self._shape_numbers, pa.uint32())
         shapes = self._shape_list
         for name, (type_, value_of) in SHAPE_COLUMNS.items():
             column = pa.array([value_of(shape) for shape in shapes], type_)
             if column.null_count == len(column):
                 continue
             names.append(name)
-            # Dictionary-encoded (the shapes' values, and each row's shape number): no text is copied per row, here
-            # or in the store's block, and the store's readers get the plain column back (``decode_block``).
-            arrays.append(
-                pa.DictionaryArray.from_arrays(indices, column) if type_ == pa.string() else column.take(indices)
-            )
+            arrays.append(pa.repeat(column[0], count) if len(shapes) == 1 else column.take(indices))
         numbers = {
             name: pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(column)])
             for name, column in zip(NUMBER_COLUMNS, self._columns(), strict=True)

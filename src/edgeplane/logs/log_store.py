@@ -188,10 +188,10 @@ class LogStore(Protocol):
 
     def append_columns(self, dataset: str, batch: pa.RecordBatch) -> None:
         """Like ``append``, for records given as a record batch whose columns are fields of the dataset, of their
-        types or dictionary-encoded values of them (``record_columns.batch_of_columns`` builds one); a null is a
-        missing value, and an ``object`` field's column holds JSON text, which is not checked. Readers get every column
-        plain. Raises ``ValueError`` for a column that is not a field of its type, or one named twice. The batch is
-        serialised by the caller's thread, so the store's thread does no work that holds the interpreter's lock."""
+        types (``record_columns.batch_of_columns`` builds one); a null is a missing value, and an ``object`` field's
+        column holds JSON text, which is not checked. Raises ``ValueError`` for a column that is not a field of its
+        type, or one named twice. The batch is serialised by the caller's thread, so the store's thread does no
+        work that holds the interpreter's lock."""
         ...
 
     def end_position(self, dataset: str) -> int:

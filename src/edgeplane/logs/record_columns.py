@@ -159,17 +159,11 @@ def conform(dataset_name: str, batch: pa.RecordBatch) -> pa.RecordBatch:
         raise ValueError(f"{dataset_name} has no field {error.args[0]!r}") from None
     if given.equals(schema, check_metadata=True):
         return batch  # built from the dataset's fields already (``batch_of_columns``)
-    fields = []
     for field in given:
         expected = schema.field(field.name)
-        type_ = field.type
-        if pa.types.is_dictionary(type_) and type_.value_type.equals(expected.type):
-            fields.append(expected.with_type(type_))  # kept encoded; ``decode_block`` gives the plain column back
-        elif type_.equals(expected.type):
-            fields.append(expected)
-        else:
-            raise ValueError(f"{dataset_name}.{field.name} is {expected.type}, not {type_}")
-    return pa.RecordBatch.from_arrays(batch.columns, schema=pa.schema(fields))
+        if not field.type.equals(expected.type):
+            raise ValueError(f"{dataset_name}.{field.name} is {expected.type}, not {field.type}")
+    return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
 def encode_batch(batch: pa.RecordBatch) -> memoryview:
@@ -205,22 +199,10 @@ def _fields_by_name(dataset_name: str) -> dict[str, pa.Field]:
 
 
 def decode_block(payload: bytes) -> pa.RecordBatch:
-    """The record batch of a block ``encode_rows`` or ``encode_batch`` wrote (without copying its buffers), its
-    dictionary-encoded columns decoded: readers always see the dataset's plain types. Raises ``pa.ArrowInvalid`` for
-    bytes that are not one."""
+    """The record batch of a block ``encode_rows`` wrote (without copying its buffers). Raises ``pa.ArrowInvalid``
+    for bytes that are not one."""
     with pa.ipc.open_stream(pa.py_buffer(payload)) as reader:
-        batch = reader.read_next_batch()
-    schema = batch.schema
-    if not any(pa.types.is_dictionary(field.type) for field in schema):
-        return batch
-    columns, fields = [], []
-    for field, column in zip(schema, batch.columns, strict=True):
-        if pa.types.is_dictionary(field.type):
-            column = column.dictionary_decode()
-            field = field.with_type(field.type.value_type)
-        columns.append(column)
-        fields.append(field)
-    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=schema.metadata))
+        return reader.read_next_batch()
 
 
 def column_or_nulls(batch: pa.RecordBatch, name: str, type_: pa.DataType) -> pa.Array:
