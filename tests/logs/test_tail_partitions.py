@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgeplane.logs.partitions import journal_directory, partition_directory
-from edgeplane.logs.tail import partitions_under
+from edgeplane.logs.partitions import journal_directory, partition_directory, partitions_under
 
 
 def test_the_partitions_are_the_stores_not_the_journals(tmp_path: Path) -> None:

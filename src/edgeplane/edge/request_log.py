@@ -101,7 +101,7 @@ class RequestLog:
                 record |= security_fields(exchange.verdict)
                 rows.events.extend(_events(request, response, exchange))
             rows.odd.append(record)
-        full = len(rows.rays) + len(rows.odd) >= self.max_rows
+        full = len(rows) >= self.max_rows
         timer_loop = self._timer_loop
         if not full and self._timer is not None and timer_loop is not None and timer_loop.is_running():
             # The look to come takes these rows: its loop runs, so it is the loop emitting (one per thread), and

@@ -178,14 +178,14 @@ class RequestRows:
         self._shapes: dict[Shape, int] = {}
         self._shape_list: list[Shape] = []
         self._shape_numbers: list[int] = []
-        self.rays: list[str] = []  # one per row in ``_numbers``: its length is their count (``emit`` reads it)
+        self._rays: list[str] = []  # one per row in ``_numbers``
         self._numbers = bytearray()  # every row's numbers, packed (``_NUMBERS``)
         self.odd: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self._chunked = (0, 0, 0, 0)  # rows, shapes, odd rows and events already in a chunk
 
     def __len__(self) -> int:
-        return len(self.rays) + len(self.odd)
+        return len(self._rays) + len(self.odd)
 
     def add_answers(self, answers: list[Answer]) -> list[Leftover]:
         """Adds a row for each answer whose request has an ``Exchange`` (the others are not logged). Returns the
@@ -198,7 +198,7 @@ class RequestRows:
             self._shapes,
             self._shape_list,
             self._shape_numbers,
-            self.rays,
+            self._rays,
             self._numbers,
         )
         pack = _NUMBERS.pack
@@ -257,7 +257,7 @@ class RequestRows:
     def chunk(self) -> Chunk | None:
         """What was added since the last chunk; None when nothing was."""
         rows, shapes, odd, events = self._chunked
-        now = (len(self.rays), len(self._shape_list), len(self.odd), len(self.events))
+        now = (len(self._rays), len(self._shape_list), len(self.odd), len(self.events))
         if now == self._chunked:
             return None
         self._chunked = now
@@ -265,7 +265,7 @@ class RequestRows:
             now[0] - rows,
             self._shape_list[shapes:],
             array("I", self._shape_numbers[rows:]).tobytes(),
-            self.rays[rows:],
+            self._rays[rows:],
             bytes(self._numbers[rows * _NUMBERS.size :]),
             self.odd[odd:],
             self.events[events:],
@@ -277,11 +277,11 @@ class RequestRows:
             self._shapes[shape] = len(self._shape_list)
             self._shape_list.append(shape)
         self._shape_numbers.extend(array("I", chunk.shape_numbers))
-        self.rays.extend(chunk.rays)
+        self._rays.extend(chunk.rays)
         self._numbers += chunk.numbers
         self.odd.extend(chunk.odd)
         self.events.extend(chunk.events)
-        self._chunked = (len(self.rays), len(self._shape_list), len(self.odd), len(self.events))
+        self._chunked = (len(self._rays), len(self._shape_list), len(self.odd), len(self.events))
 
     def _columns(self) -> list[array[int]]:
         """The packed numbers, a column per ``NUMBER_COLUMNS`` (strided copies, in C)."""
@@ -292,11 +292,11 @@ class RequestRows:
         """The rows in the packed numbers (not ``odd``) as one record batch of ``http_requests`` fields, None when
         there are none. Columns of nulls are left out. Raises ``pa.ArrowInvalid``, ``pa.ArrowTypeError`` or
         ``UnicodeError`` for a text Arrow cannot hold (``records`` then gives the rows)."""
-        count = len(self.rays)
+        count = len(self._rays)
         if not count:
             return None
         names: list[str] = ["RayID"]
-        arrays: list[pa.Array] = [pa.array(self.rays, pa.string())]
+        arrays: list[pa.Array] = [pa.array(self._rays, pa.string())]
         indices = pa.array(self._shape_numbers, pa.uint32())
         shapes = self._shape_list
         for name, (type_, value_of) in SHAPE_COLUMNS.items():
@@ -334,7 +334,7 @@ class RequestRows:
         return [
             record_of(shapes[shape_number], ray_id, numbers)
             for shape_number, ray_id, numbers in zip(
-                self._shape_numbers, self.rays, _NUMBERS.iter_unpack(self._numbers), strict=True
+                self._shape_numbers, self._rays, _NUMBERS.iter_unpack(self._numbers), strict=True
             )
         ]
 

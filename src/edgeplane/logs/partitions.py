@@ -4,13 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+_PREFIX = "edge-"
+
 
 def partition_directory(data_dir: Path, worker: int) -> Path:
     """The log store of edge worker ``worker`` (0 is the process of ``edgeplane serve``)."""
-    return data_dir / "logs" / f"edge-{worker}"
+    return data_dir / "logs" / f"{_PREFIX}{worker}"
+
+
+def partitions_under(data_dir: Path) -> list[Path]:
+    """The log store partitions that exist in a data directory (not the request journals beside them)."""
+    root = data_dir / "logs"
+    if not root.is_dir():
+        return []
+    return sorted(
+        path for path in root.glob(f"{_PREFIX}*") if path.name.removeprefix(_PREFIX).isdigit() and path.is_dir()
+    )
 
 
 def journal_directory(data_dir: Path, worker: int) -> Path:
     """The request log's write-ahead journal of edge worker ``worker`` (``edgeplane.edge.request_journal``): beside
     its log store, not in it (the store takes every directory in its own for a dataset)."""
-    return data_dir / "logs" / f"edge-{worker}.journal"
+    return data_dir / "logs" / f"{_PREFIX}{worker}.journal"

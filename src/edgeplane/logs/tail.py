@@ -14,17 +14,9 @@ from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.filter_compiler import compile_filter
 from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.log_store import PositionLostError, SegmentedLogStore
+from edgeplane.logs.partitions import partitions_under
 
 _POLL_SECONDS = 0.2
-
-
-def partitions_under(data_dir: Path) -> list[Path]:
-    """The log store partitions that exist in a data directory."""
-    root = data_dir / "logs"
-    if not root.is_dir():
-        return []
-    # ``edge-<worker>``; not the request journals beside them (``edge-<worker>.journal``)
-    return sorted(path for path in root.glob("edge-*") if path.name[5:].isdigit() and path.is_dir())
 
 
 def tail_records(
