@@ -501,3 +501,13 @@ async def test_answered_hears_of_answers_in_batches(monkeypatch: pytest.MonkeyPa
         assert [path for path, _ in handler.told] == [f"/now/{index}" for index in range(http_server.TELL_BATCH)]
         writer.close()
     assert len(handler.told) == count  # the rest when the server stopped
+
+
+_HEADER_NAMES = st.sampled_from([*http_server.NOTED_HEADERS, b"accept", b"x-other", b"cookie"])
+
+
+@given(st.lists(st.tuples(_HEADER_NAMES, st.binary(max_size=8)), max_size=12))
+def test_noted_headers_are_the_first_value_of_each(headers: list[tuple[bytes, bytes]]) -> None:
+    request = EdgeRequest("POST", "/", b"", headers, "1.1", None, None)
+    first = {name: value for name, value in reversed(headers)}
+    assert request.noted == [first.get(name) for name in http_server.NOTED_HEADERS]

@@ -62,8 +62,8 @@ import http
 import socket
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
-from typing import Protocol, cast
+from dataclasses import dataclass, field
+from typing import Final, Protocol, cast
 from urllib.parse import unquote
 
 import httptools
@@ -85,6 +85,24 @@ TELL_BATCH = 64
 TELL_DELAY_SECONDS = 0.05
 TELL_AT_ONCE_BYTES = 256 * 1024  # an answer this large is told at once, with the batch it joins
 
+# The headers the edge itself reads (framing, routing, the request log), noted in one pass over a request's headers
+# when its ``EdgeRequest`` is made (``EdgeRequest.noted``, at these indices): one dictionary look-up per header,
+# where asking for each of them by name (``EdgeRequest.header``) walks the headers once per name.
+NOTED_HEADERS: Final = (
+    b"host",
+    b"content-type",
+    b"content-length",
+    b"transfer-encoding",
+    b"expect",
+    b"user-agent",
+    b"referer",
+    b"x-requested-with",
+)
+HOST, CONTENT_TYPE, CONTENT_LENGTH, TRANSFER_ENCODING, EXPECT, USER_AGENT, REFERER, REQUESTED_WITH = range(
+    len(NOTED_HEADERS)
+)
+_NOTED_INDEX: Final = {name: index for index, name in enumerate(NOTED_HEADERS)}
+
 _JSON = b"application/json"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -104,9 +122,21 @@ class EdgeRequest:
     body: bytes = b""
     raw_path: str = ""  # as sent (percent-encoded), without the query string: what the WAF inspects
     context: object = None  # the handler's own, from ``answer_head`` to ``answered``
+    # The first value of each of ``NOTED_HEADERS`` (None when absent), at its index there.
+    noted: list[bytes | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        noted: list[bytes | None] = [None] * len(NOTED_HEADERS)
+        index_of = _NOTED_INDEX.get
+        for name, value in self.headers:
+            index = index_of(name)
+            if index is not None and noted[index] is None:
+                noted[index] = value
+        self.noted = noted
 
     def header(self, name: bytes) -> bytes | None:
-        """The first value of a header (``name`` in lower case), or None."""
+        """The first value of a header (``name`` in lower case), or None; for the headers of ``NOTED_HEADERS``,
+        ``noted`` has it at hand."""
         for key, value in self.headers:
             if key == name:
                 return value
@@ -439,18 +469,12 @@ class _HttpConnection(asyncio.Protocol):
         )
         _split_target(request, self._url)
         self._request = request
-        length = b""
-        chunked = expect = False
-        for name, value in self._headers:
-            if name == b"content-length":
-                length = value
-            elif name == b"transfer-encoding":
-                chunked = True
-            elif name == b"expect":
-                expect = value.lower() == b"100-continue"
-        if chunked:
+        noted = request.noted
+        if noted[TRANSFER_ENCODING] is not None:
             self._refuse(_LENGTH_REQUIRED, request)
             return
+        length, expect_value = noted[CONTENT_LENGTH], noted[EXPECT]
+        expect = expect_value is not None and expect_value.lower() == b"100-continue"
         request.content_length = size = int(length) if length else 0  # httptools has checked it is a number
         limit = self._server.max_body_bytes
         try:

@@ -37,7 +37,7 @@ import structlog
 from prometheus_client import Counter
 
 from edgeplane.edge.exchange import Exchange
-from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
+from edgeplane.edge.http_server import REFERER, USER_AGENT, Answer, EdgeRequest, EdgeResponse
 from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_rows import NUMBER_COLUMNS, SHAPE_COLUMNS, Chunk, RequestRows, protocol, record_of
 from edgeplane.logs.log_store import LogStore, LogStoreError
@@ -223,7 +223,7 @@ class RequestLog:
 def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> list[dict[str, Any]]:
     """The ``firewall_events`` records of an answer whose request the firewall matched. Each carries
     ``ZoneName`` (not a field of the dataset), by which delivery gives a zone's jobs their records."""
-    referer = _text(request.header(b"referer"))
+    referer = _text(request.noted[REFERER])
     referer_scheme, _sep, rest = referer.partition("://")
     referer_host, _sep, referer_target = rest.partition("/")
     referer_path, _sep, referer_query = ("/" + referer_target if rest else "").partition("?")
@@ -235,7 +235,7 @@ def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) ->
         "ClientRequestQuery": request.query_string.decode("latin-1"),
         "ClientRequestProtocol": protocol(request.http_version),
         "ClientRequestScheme": "http",
-        "ClientRequestUserAgent": _text(request.header(b"user-agent")),
+        "ClientRequestUserAgent": _text(request.noted[USER_AGENT]),
         "ClientRefererHost": referer_host if rest else "",
         "ClientRefererPath": referer_path,
         "ClientRefererQuery": referer_query,

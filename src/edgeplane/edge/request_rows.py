@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from edgeplane.edge.exchange import Exchange
-from edgeplane.edge.http_server import Answer
+from edgeplane.edge.http_server import REFERER, REQUESTED_WITH, USER_AGENT, Answer
 
 # The numeric fields of a row, in the order ``RequestRows.add`` appends them; -1 is a missing origin value.
 NUMBER_COLUMNS: Final = (
@@ -208,7 +208,7 @@ class RequestRows:
             exchange = request.context
             if not isinstance(exchange, Exchange):
                 continue
-            client, headers, zone = request.client, dict(request.headers), exchange.zone
+            client, noted, zone = request.client, request.noted, exchange.zone
             shape = (
                 client[0] if client else "",
                 exchange.host,
@@ -216,9 +216,9 @@ class RequestRows:
                 request.path,
                 request.query_string,
                 request.http_version,
-                headers.get(b"user-agent"),
-                headers.get(b"referer"),
-                headers.get(b"x-requested-with"),
+                noted[USER_AGENT],
+                noted[REFERER],
+                noted[REQUESTED_WITH],
                 response.content_type,
                 request.server,
                 exchange.country,

@@ -32,7 +32,7 @@ import orjson
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import Exchange, new_ray_id
-from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse, jsonrpc_error
+from edgeplane.edge.http_server import CONTENT_TYPE, HOST, Answer, EdgeRequest, EdgeResponse, jsonrpc_error
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
@@ -212,7 +212,7 @@ def _network(path: str) -> str:
 
 
 def _host(request: EdgeRequest) -> str:
-    value = request.header(b"host")
+    value = request.noted[HOST]
     if value is None:
         return request.server[0] if request.server else ""
     return _HOSTS(value)
@@ -230,7 +230,7 @@ _HOSTS = BoundedMemo(_host_name)  # hosts recur from request to request (see ``e
 
 
 def _is_json(request: EdgeRequest) -> bool:
-    value = request.header(b"content-type")
+    value = request.noted[CONTENT_TYPE]
     return value is not None and _JSON_TYPES(value)
 
 
