@@ -696,8 +696,10 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
                 "cpu_us_per_request": {"logs-on": on_cpu, "logs-off": off_cpu},
                 "added_cpu_us_per_request": on_cpu - off_cpu if on_cpu is not None and off_cpu is not None else None,
             }
-        time.sleep(0.2)  # the store flushes every 50 ms
-        stored = SegmentedLogStore(partition_directory(logs_on.data_dir, 0), writable=False).end_position(DATASET)
+        stored, deadline = 0, time.monotonic() + 10  # the delivery process takes each second's journal into the store
+        while not stored and time.monotonic() < deadline:
+            time.sleep(0.2)
+            stored = SegmentedLogStore(partition_directory(logs_on.data_dir, 0), writable=False).end_position(DATASET)
         off_dir = partition_directory(logs_off.data_dir, 0)
         stored_off = SegmentedLogStore(off_dir, writable=False).end_position(DATASET) if off_dir.exists() else 0
         if stored == 0 or stored_off != 0:

@@ -20,6 +20,7 @@ from edgeplane.child_process import ChildProcess
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.runtime import EdgeRuntime
 from edgeplane.listeners import asgi_server, bind_listener, join_listener
+from edgeplane.logs.delivery_process import take_journals
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import partition_directory
 from edgeplane.store.database import Database, default_database_url
@@ -148,9 +149,8 @@ async def serve(settings: Settings) -> None:
     runtime = EdgeRuntime.build(edge_settings, snapshots, worker=0)
     worker_sockets = [join_listener(edge_socket) for _ in range(settings.edge_worker_count - 1)]
     workers = _edge_workers(settings, edge_settings, worker_sockets, database.url)
-    if settings.logs.enabled:
-        workers.append(_delivery(settings, edge_settings, database.url))
-    for worker in workers:
+    delivery = _delivery(settings, edge_settings, database.url) if settings.logs.enabled else None
+    for worker in [*workers, *([delivery] if delivery is not None else [])]:
         await worker.start()
     api = asgi_server(build_api_app(plane))
 
@@ -177,6 +177,12 @@ async def serve(settings: Settings) -> None:
         for worker in workers:
             await worker.stop()
         await runtime.close()
+        if delivery is not None:
+            await delivery.stop()  # last: it takes what the edge workers journalled until they stopped
+            # What it did not take (stopped before it was ready to): no other writer is left.
+            taken = await asyncio.to_thread(take_journals, settings, settings.edge_worker_count)
+            if taken:
+                log.info("request journals taken into the log store at shutdown", records=taken)
         if chain is not None:
             await chain.stop()
         database.close()

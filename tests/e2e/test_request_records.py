@@ -1,9 +1,14 @@
 """Every request ``edgeplane serve`` answered is in its log store, those answered just before a graceful stop
-included: the edge writes its rows in bulk every 50 ms, and a stop writes what still waits before the store closes."""
+included (the edge journals its rows every 50 ms and seals what waits as it stops; the delivery process takes the
+journal into the store), and those journalled by an edge worker or taken by a delivery process that was killed."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,53 @@ def test_requests_answered_just_before_a_stop_are_stored(tmp_path: Path) -> None
     finally:
         assert service.stop() == 0  # at once: the last rows are still waiting for their interval
     assert sorted(stored_ray_ids(data_dir)) == sorted(answered)
+
+
+def child_pids(parent: int, role: str) -> list[int]:
+    listed = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(parent)], capture_output=True, text=True)
+    return [int(line.split()[0]) for line in listed.stdout.splitlines() if f" {role} " in line]
+
+
+def answer_some(service: EdgeplaneProcess, count: int) -> list[str]:
+    """``count`` requests, each on a new connection (spread over the edge workers); their ray ids."""
+    answered = []
+    for _ in range(count):
+        response = httpx.post(service.rpc_url(), json=BODY, timeout=30)
+        assert response.status_code == 200
+        answered.append(response.headers["cf-ray"].split("-")[0])
+    return answered
+
+
+def wait_until_stored(data_dir: Path, ray_ids: list[str], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not set(ray_ids) <= set(stored_ray_ids(data_dir)):
+        assert time.monotonic() < deadline, "records missing from the store"
+        time.sleep(0.2)
+
+
+def test_what_a_killed_edge_worker_journalled_reaches_the_store(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with EdgeplaneProcess(data_dir, extra_args=("--edge-workers", "2")) as service:
+        (worker,) = child_pids(service.pid, "edge-worker")
+        answered = answer_some(service, 40)
+        time.sleep(0.5)  # told (50 ms) and journalled (50 ms), not sealed (1 s)
+        os.kill(worker, signal.SIGKILL)
+        answered += answer_some(service, 10)  # the restarted worker seals what the dead one left
+        wait_until_stored(data_dir, answered)
+    assert sorted(stored_ray_ids(data_dir)) == sorted(answered)  # and nothing twice
+
+
+def test_records_keep_reaching_the_store_when_the_delivery_process_is_killed(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with EdgeplaneProcess(data_dir, extra_args=("--edge-workers", "1")) as service:
+        answered = answer_some(service, 20)
+        wait_until_stored(data_dir, answered)
+        (delivery,) = child_pids(service.pid, "delivery")
+        answered += answer_some(service, 20)
+        os.kill(delivery, signal.SIGKILL)
+        answered += answer_some(service, 20)
+        wait_until_stored(data_dir, answered)
+    assert set(stored_ray_ids(data_dir)) == set(answered)
 
 
 def test_records_tell_what_the_response_cache_did(tmp_path: Path) -> None:

@@ -28,7 +28,6 @@ from pydantic import ValidationError
 from edgeplane.config import LogSettings
 from edgeplane.edge.client_location import ClientDatabaseError, ClientLocation, ClientLocator, LocationDatabase
 from edgeplane.edge.http_server import EdgeRequest
-from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
 from edgeplane.logs.tail import tail_records
@@ -36,7 +35,7 @@ from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall
 from tests.support.anvil import free_port
 from tests.support.edgeplane import EdgeplaneProcess
-from tests.support.memory_log_store import MemoryLogStore
+from tests.support.journalled_store import JournalledStore
 from tests.support.routing import answer_through
 
 COUNTRY_NETWORKS: dict[str, dict[str, Any]] = {
@@ -325,12 +324,12 @@ def json_request(client_ip: str) -> EdgeRequest:
     )
 
 
-def routed(locator: ClientLocator, expression: str) -> tuple[EdgeRouter, MemoryLogStore]:
+def routed(locator: ClientLocator, expression: str) -> tuple[EdgeRouter, JournalledStore]:
     rule = {"action": "block", "expression": expression, "enabled": True}
     firewall = compile_firewall({"http_request_firewall_custom": [rule]})
     snapshot = ConfigSnapshot(web3_hostnames={"localhost": ZONE}, firewalls={ZONE.zone_id: firewall})
-    store = MemoryLogStore()
-    router = EdgeRouter(FakeGateway(), SnapshotHolder(snapshot), RequestLog(store), locator)  # type: ignore[arg-type]
+    store = JournalledStore()
+    router = EdgeRouter(FakeGateway(), SnapshotHolder(snapshot), store.log(), locator)  # type: ignore[arg-type]
     return router, store
 
 

@@ -1,10 +1,11 @@
-"""The request log's write-ahead journal: what the edge answered reaches the store even when the process dies between
-two conversions, and the journal's files go once the store holds their rows."""
+"""The request log's journal and its intake: what the edge answered reaches the store even when the edge worker dies
+between two seals, and a period's file goes once the store holds its rows."""
 
 from __future__ import annotations
 
 import asyncio
 import marshal
+import os
 import struct
 from array import array
 from pathlib import Path
@@ -13,7 +14,14 @@ from typing import Any
 import pytest
 
 from edgeplane.edge import request_journal
-from edgeplane.edge.request_journal import RequestJournal
+from edgeplane.edge.journal_intake import JournalIntake
+from edgeplane.edge.request_journal import (
+    RequestJournal,
+    delete_sealed,
+    read_sealed,
+    seal_leftovers,
+    sealed_periods,
+)
 from edgeplane.edge.request_log import HTTP_REQUESTS, RequestLog
 from edgeplane.edge.request_rows import NUMBER_COLUMNS, Chunk
 from edgeplane.logs.log_store import SegmentedLogStore
@@ -21,13 +29,7 @@ from edgeplane.waf.events import FIREWALL_EVENTS
 from edgeplane.waf.firewall import Verdict
 from tests.edge.test_request_log import emit, probe_match
 from tests.edge.test_request_log_flushes import _PLAIN, answer, flushed_alone
-from tests.support.memory_log_store import MemoryLogStore
-
-
-async def _settle(journal: RequestJournal) -> None:
-    """Closes the journal: what it was sent is written (by its thread, if a slow write started one)."""
-    journal.close()
-    await asyncio.sleep(0)
+from tests.support.journalled_store import JournalledStore
 
 
 async def _until(check: Any, seconds: float = 10.0) -> None:
@@ -37,63 +39,117 @@ async def _until(check: Any, seconds: float = 10.0) -> None:
         await asyncio.sleep(0.01)  # files and a store's end: nothing to wait on
 
 
+def _open_file(directory: Path, period: int) -> Path:
+    return directory / f"{period:016d}.journal"
+
+
 def test_chunks_are_read_back_whole_and_a_cut_frame_ends_the_file(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path)
     journal.write(b"one")
     journal.write(b"two" * 100)
+    journal.seal()
     journal.close()
-    assert journal.periods() == [0]
-    assert journal.read(0) == [b"one", b"two" * 100]
-    path = tmp_path / f"{0:016d}.journal"
+    assert sealed_periods(tmp_path) == [0]
+    assert read_sealed(tmp_path, 0) == [b"one", b"two" * 100]
+    path = tmp_path / f"{0:016d}.sealed"
     data = path.read_bytes()
     path.write_bytes(data[:-1])  # the last write cut short by a crash
-    assert journal.read(0) == [b"one"]
+    assert read_sealed(tmp_path, 0) == [b"one"]
     path.write_bytes(data[:8] + b"ONE" + data[11:])  # a damaged first chunk: nothing after it is trusted
-    assert journal.read(0) == []
+    assert read_sealed(tmp_path, 0) == []
 
 
 def test_quick_writes_are_on_the_callers_thread(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path)
     journal.write(b"one")
-    assert journal.read(0) == [b"one"]  # there at once: no thread between
+    assert _open_file(tmp_path, 0).stat().st_size == 8 + 3  # there at once: no thread between
     assert not journal.threaded
+    journal.seal()
+    assert sealed_periods(tmp_path) == [0]
     journal.close()
 
 
 def test_after_a_slow_write_the_journal_writes_on_its_own_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write that took longer than ``SLOW_WRITE_SECONDS`` (the disk stalling) hands every later write and deletion
-    to the journal's thread; they keep their order."""
+    """A write that took longer than ``SLOW_WRITE_SECONDS`` (the disk stalling) hands every later write and seal to
+    the journal's thread; they keep their order."""
     monkeypatch.setattr(request_journal, "SLOW_WRITE_SECONDS", -1.0)  # every write is slow
     journal = RequestJournal(tmp_path)
     journal.write(b"first")
     assert journal.threaded
     journal.write(b"second")
-    journal.next_period()
+    journal.seal()
     journal.write(b"third")
-    journal.discard(0)
+    journal.seal()
     journal.write(b"fourth")
     journal.close()
     assert not journal.threaded
-    assert journal.periods() == [1]
-    assert journal.read(1) == [b"third", b"fourth"]
+    assert sealed_periods(tmp_path) == [0, 1]
+    assert read_sealed(tmp_path, 0) == [b"first", b"second"]
+    assert read_sealed(tmp_path, 1) == [b"third"]
+    assert _open_file(tmp_path, 2).exists()  # not sealed: closed with the process
 
 
-def test_periods_go_on_from_the_files_found_and_discard_deletes_up_to_one(tmp_path: Path) -> None:
+def test_a_new_journal_seals_what_a_dead_writer_left_and_numbers_on(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path)
     journal.write(b"a")
-    assert journal.next_period() == 0
+    journal.seal()
     journal.write(b"b")
-    journal.close()
+    journal.close()  # the process dies with period 1 open
     again = RequestJournal(tmp_path)
-    assert again.periods() == [0, 1]
+    assert sealed_periods(tmp_path) == [0, 1]
+    assert read_sealed(tmp_path, 1) == [b"b"]
     assert again.period == 2  # a new process never appends to an old file
     again.write(b"c")
-    again.discard(1)
+    again.seal()
     again.close()
-    assert again.periods() == [2]
-    assert again.read(2) == [b"c"]
+    assert sealed_periods(tmp_path) == [0, 1, 2]
+    assert seal_leftovers(tmp_path) == []
+
+
+def test_a_failed_write_is_cut_off_and_tried_again_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = os.write
+    failures = iter([False, True, True, False, False, False])
+
+    def write(descriptor: int, data: bytes) -> int:
+        if next(failures, False):
+            real_write(descriptor, bytes(data)[:5])  # part of it reached the file
+            raise OSError(28, "No space left on device")
+        return real_write(descriptor, data)
+
+    monkeypatch.setattr(request_journal.os, "write", write)
+    journal = RequestJournal(tmp_path)
+    journal.write(b"one")
+    journal.write(b"two")  # fails
+    journal.write(b"three")  # "two" fails again; both wait
+    assert journal.write_errors == 2
+    journal.seal()  # written at last, in order
+    journal.close()
+    assert read_sealed(tmp_path, 0) == [b"one", b"two", b"three"]
+
+
+def test_a_backlog_over_its_bound_loses_its_oldest_periods(tmp_path: Path) -> None:
+    """While the delivery process takes nothing, the sealed periods are bounded: the oldest go first."""
+    journal = RequestJournal(tmp_path, max_backlog_bytes=250)
+    for period in range(5):
+        journal.write(bytes([period]) * 92)  # 100 bytes with the frame
+        journal.seal()
+    assert sealed_periods(tmp_path) == [3, 4]
+    delete_sealed(tmp_path, 3)  # taken
+    delete_sealed(tmp_path, 4)
+    for _ in range(2):
+        journal.write(b"x" * 92)
+        journal.seal()
+    assert sealed_periods(tmp_path) == [5, 6]  # the taken ones no longer count
+    journal.close()
+
+
+def test_sealing_a_period_without_rows_makes_no_file(tmp_path: Path) -> None:
+    journal = RequestJournal(tmp_path)
+    journal.seal()
+    journal.close()
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_chunk_is_checked_when_read_back() -> None:
@@ -119,66 +175,74 @@ def _answers(count: int, **changes: Any) -> list[Any]:
     return [answer(number, {**_PLAIN, "query": b"n=%d" % (number % 3), **changes}) for number in range(count)]
 
 
-async def test_rows_of_a_process_that_died_are_recovered_from_the_journal(tmp_path: Path) -> None:
+async def test_rows_of_a_worker_that_died_reach_the_store(tmp_path: Path) -> None:
     each = _answers(25)
     expected = await asyncio.to_thread(lambda: [flushed_alone(one) for one in each])  # outside a loop: one by one
-    store = MemoryLogStore()
-    log = RequestLog(store, journal=RequestJournal(tmp_path), flush_interval=0.01, convert_interval=3600)  # type: ignore[arg-type]
+    journal = RequestJournal(tmp_path)
+    log = RequestLog(journal, flush_interval=0.01, seal_interval=3600)
     for number, one in enumerate(each):
         log.emit([one])
         if number % 10 == 9:
             await asyncio.sleep(0.05)  # a look: the rows so far go to the journal, in several chunks
-    assert log.journal is not None
-    journal = log.journal
-    await _until(lambda: sum(Chunk.decode(data).count for data in journal.read(0)) == 25)
-    await _settle(journal)
-    assert HTTP_REQUESTS not in store.records  # the period is not over: nothing in the store yet
-    # The process dies here. The next one reads the journal back into its store and deletes the files.
-    fresh = MemoryLogStore()
-    recovering = RequestLog(fresh, journal=RequestJournal(tmp_path))  # type: ignore[arg-type]
-    assert recovering.recover() == 25
-    assert fresh.records[HTTP_REQUESTS] == expected
-    assert RequestJournal(tmp_path).periods() == []
+    await _until(lambda: _open_file(tmp_path, 0).exists() and _open_file(tmp_path, 0).stat().st_size > 0)
+    await asyncio.sleep(0.05)
+    journal.close()
+    assert sealed_periods(tmp_path) == []  # the period is not over: nothing for the intake yet
+    # The worker dies here. The next one seals what it left; the intake takes it into the store.
+    store = JournalledStore(tmp_path)
+    assert store.records[HTTP_REQUESTS] == expected
+    assert os.listdir(tmp_path) == []
 
 
 async def test_a_firewall_match_and_an_odd_row_are_journalled_too(tmp_path: Path) -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store, journal=RequestJournal(tmp_path), flush_interval=0.01, convert_interval=3600)  # type: ignore[arg-type]
+    store = JournalledStore(tmp_path)
+    log = store.log(flush_interval=0.01, seal_interval=3600)
     emit(log, verdict=Verdict(matches=(probe_match(),)))
     request, response, _sent_bytes, written_ns = _answers(1)[0]
     log.emit([(request, response, 1 << 70, written_ns)])  # no 64-bit column holds what it sent: kept whole
-    assert log.journal is not None
-    journal = log.journal
-    await _until(lambda: sum(len(Chunk.decode(data).odd) for data in journal.read(0)) == 2)
-    await _settle(journal)
-    fresh = MemoryLogStore()
-    assert RequestLog(fresh, journal=RequestJournal(tmp_path)).recover() == 3  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)
+    store.journal.close()  # dies
+    fresh = JournalledStore(tmp_path)
     blocked, odd = fresh.records[HTTP_REQUESTS]
     assert blocked["SecurityAction"] == "log"
     assert odd["EdgeResponseBytes"] == 1 << 70
     assert len(fresh.records[FIREWALL_EVENTS]) == 1
 
 
-async def test_the_journal_files_go_once_the_store_wrote_the_period(tmp_path: Path) -> None:
+async def test_a_period_goes_to_a_real_store_once_sealed_and_its_file_then(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path / "journal")
     with SegmentedLogStore(tmp_path / "store") as store:
-        log = RequestLog(store, journal=journal, flush_interval=0.01, convert_interval=0.5)
+        intake = JournalIntake({journal.directory: store})
+        log = RequestLog(journal, flush_interval=0.01, seal_interval=0.3)
         log.emit(_answers(5))
-        await _until(lambda: journal.periods() == [0])  # journalled
-        assert store.end_position(HTTP_REQUESTS) == 0  # not yet converted
-        await _until(lambda: store.end_position(HTTP_REQUESTS) == 5)  # converted and written by the store
-        await _until(lambda: journal.periods() == [])  # then its file deleted
+        await _until(lambda: _open_file(journal.directory, 0).exists())  # journalled
+        assert intake.take() == 0  # not sealed yet
+        assert store.end_position(HTTP_REQUESTS) == 0
+        await _until(lambda: sealed_periods(journal.directory) == [0])
+        assert intake.take() == 5  # appended, written by the store ...
+        assert store.end_position(HTTP_REQUESTS) == 5
+        assert list(journal.directory.iterdir()) == []  # ... and then the file deleted
     log.close()
 
 
-async def test_closing_writes_everything_and_leaves_no_journal(tmp_path: Path) -> None:
-    journal = RequestJournal(tmp_path / "journal")
-    store = SegmentedLogStore(tmp_path / "store")
-    log = RequestLog(store, journal=journal, flush_interval=0.01, convert_interval=3600)
+def test_a_damaged_chunk_ends_its_period_and_the_chunks_before_it_are_taken(tmp_path: Path) -> None:
+    store = JournalledStore(tmp_path)
+    log = store.log(flush_interval=3600)
+    log.emit(_answers(3))
+    log._journal_rows()  # one chunk ...
+    store.journal.write(b"\x00 not a chunk")  # ... a damaged one ...
+    log.emit(_answers(2))
+    log.flush()  # ... and one after it, sealed
+    assert len(store.records[HTTP_REQUESTS]) == 3
+    assert os.listdir(tmp_path) == []
+
+
+async def test_closing_seals_everything(tmp_path: Path) -> None:
+    store = JournalledStore(tmp_path)
+    log = store.log(flush_interval=0.01, seal_interval=3600)
     log.emit(_answers(7))
     await asyncio.sleep(0.05)
-    log.flush()
-    store.close()
+    log.emit(_answers(2))
     log.close()
-    assert journal.periods() == []
-    assert SegmentedLogStore(tmp_path / "store", writable=False).end_position(HTTP_REQUESTS) == 7
+    assert len(store.records[HTTP_REQUESTS]) == 9
+    assert os.listdir(tmp_path) == []

@@ -1,6 +1,6 @@
-"""The request log: an answered request becomes one ``http_requests`` record with every field the edge knows, written
-to the store in bulk as a record batch; rows no batch can hold still reach the store, and a refusing store is
-counted, not raised."""
+"""The request log: an answered request becomes one ``http_requests`` record with every field the edge knows,
+journalled, and taken into the store in bulk as a record batch per sealed period; rows no batch can hold still reach
+the store, and a refusing store leaves them in the journal for the next take."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ import orjson
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
-from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, RECORDS_REFUSED, RequestLog
+from edgeplane.edge.journal_intake import RECORDS_REFUSED, JournalIntake
+from edgeplane.edge.request_journal import RequestJournal, sealed_periods
+from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, RequestLog
 from edgeplane.edge.runtime import EdgeRuntime
 from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
 from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.firewall import Match, Verdict
+from tests.support.journalled_store import JournalledStore
 from tests.support.memory_log_store import MemoryLogStore
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
@@ -72,8 +75,8 @@ def test_every_column_is_a_field_of_the_dataset() -> None:
 
 
 def test_the_record_holds_what_the_edge_knows() -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store)  # type: ignore[arg-type]
+    store = JournalledStore()
+    log = store.log()
     request = edge_request(query=b"a=1", user_agent="web3.py/7", referer="https://app.example/x")
     emit(log, request, country="nz", asn=64500, origin_status=200, origin_duration_ms=3)
     (record,) = store.records[HTTP_REQUESTS]
@@ -113,8 +116,8 @@ def test_the_record_holds_what_the_edge_knows() -> None:
 
 
 def test_what_the_edge_does_not_know_is_missing() -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store)  # type: ignore[arg-type]
+    store = JournalledStore()
+    log = store.log()
     emit(log, zone=None)
     (record,) = store.records[HTTP_REQUESTS]
     for name in ("OriginResponseStatus", "OriginResponseDurationMs", "ClientCountry", "ClientASN", "SecurityAction"):
@@ -136,8 +139,8 @@ def probe_match() -> Match:
 
 
 def test_a_firewall_match_sets_the_security_fields_of_its_row_only() -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store)  # type: ignore[arg-type]
+    store = JournalledStore()
+    log = store.log()
     match = probe_match()
     emit(log, ray_id="0000000000000001")
     emit(log, ray_id="0000000000000002", verdict=Verdict(matches=(match,)))
@@ -150,47 +153,52 @@ def test_a_firewall_match_sets_the_security_fields_of_its_row_only() -> None:
     assert event["Action"] == "log"
 
 
-async def test_rows_reach_the_store_in_bulk_within_the_flush_interval() -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store, flush_interval=0.05)  # type: ignore[arg-type]
+async def test_rows_reach_the_store_in_bulk_once_their_period_is_sealed() -> None:
+    store = JournalledStore()
+    log = store.log(flush_interval=0.05, seal_interval=0.1)
     for number in range(5):
         emit(log, ray_id=f"{number:016x}")
     await asyncio.sleep(0)  # the answers become rows just after the responses ...
     assert HTTP_REQUESTS not in store.records  # ... and wait for the interval
     for number in range(5, 8):
         emit(log, ray_id=f"{number:016x}")
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.08)
+    assert sealed_periods(store.directory) == []  # journalled, the period still open
+    assert HTTP_REQUESTS not in store.records
+    await asyncio.sleep(0.3)
     assert [record["RayID"] for record in store.records[HTTP_REQUESTS]] == [f"{n:016x}" for n in range(8)]
     assert store.batches == {HTTP_REQUESTS: 1}
+    assert list(store.directory.iterdir()) == []  # taken: the file is gone
 
 
-async def test_max_rows_writes_at_once() -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store, flush_interval=3600, max_rows=4)  # type: ignore[arg-type]
+async def test_max_rows_seals_at_once() -> None:
+    store = JournalledStore()
+    log = store.log(flush_interval=3600, max_rows=4)
     for number in range(4):
         emit(log, ray_id=f"{number:016x}")
     await asyncio.sleep(0)
     assert len(store.records[HTTP_REQUESTS]) == 4
 
 
-async def test_flush_writes_what_waits() -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store, flush_interval=3600)  # type: ignore[arg-type]
+async def test_flush_seals_what_waits() -> None:
+    store = JournalledStore()
+    log = store.log(flush_interval=3600)
     emit(log)
     log.flush()
     assert len(store.records[HTTP_REQUESTS]) == 1
-    await asyncio.sleep(0)  # the collection scheduled by emit finds nothing left
+    await asyncio.sleep(0)  # the look scheduled by emit finds nothing left
     log.flush()
     assert len(store.records[HTTP_REQUESTS]) == 1
 
 
 async def test_rows_go_to_a_real_store_as_one_column_block(tmp_path: Path) -> None:
-    with SegmentedLogStore(tmp_path) as store:
-        log = RequestLog(store)
+    with SegmentedLogStore(tmp_path / "store") as store:
+        journal = RequestJournal(tmp_path / "journal")
+        log = RequestLog(journal)
         emit(log, country="nz")
         emit(log, ray_id="00000000000000ac")
         log.flush()
-        assert store.flush(timeout=5)
+        assert JournalIntake({journal.directory: store}).take() == 2
         batch = store.read_columns(HTTP_REQUESTS, 0)
         (part,) = batch.parts
         assert part.num_rows == 2  # type: ignore[union-attr]
@@ -201,10 +209,10 @@ async def test_rows_go_to_a_real_store_as_one_column_block(tmp_path: Path) -> No
 
 
 def test_a_row_no_batch_holds_is_kept_as_a_line(tmp_path: Path) -> None:
-    with SegmentedLogStore(tmp_path) as store:
-        log = RequestLog(store)
-        emit(log, edge_request(path="/v1/\udc80"))  # a lone surrogate: no UTF-8 column takes it
-        assert store.flush(timeout=5)
+    with SegmentedLogStore(tmp_path / "store") as store:
+        journal = RequestJournal(tmp_path / "journal")
+        emit(RequestLog(journal), edge_request(path="/v1/\udc80"))  # a lone surrogate: no UTF-8 column takes it
+        JournalIntake({journal.directory: store}).take()
         (line,) = store.read(HTTP_REQUESTS, 0).records
     record = orjson.loads(line)
     assert record["ClientRequestPath"] == "/v1/\\udc80"
@@ -212,50 +220,60 @@ def test_a_row_no_batch_holds_is_kept_as_a_line(tmp_path: Path) -> None:
 
 
 class RefusingStore(MemoryLogStore):
+    refusing = True
+
     def append_columns(self, dataset: str, batch: Any) -> None:
-        raise LogStoreFullError("full")
+        if self.refusing:
+            raise LogStoreFullError("full")
+        super().append_columns(dataset, batch)
 
 
-def test_a_refusing_store_is_counted_not_raised() -> None:
+def test_a_refusing_store_is_counted_and_the_rows_wait_in_the_journal() -> None:
     refused = RECORDS_REFUSED.labels(HTTP_REQUESTS)
     before = refused._value.get()
-    log = RequestLog(RefusingStore())  # type: ignore[arg-type]
+    refusing = RefusingStore()
+    store = JournalledStore(store=refusing)
+    log = store.log()
     emit(log)
     emit(log)
-    assert refused._value.get() == before + 2
+    assert HTTP_REQUESTS not in store.records
+    assert refused._value.get() > before
+    assert len(sealed_periods(store.directory)) == 2  # kept for the next take
+    refusing.refusing = False
+    assert [record["RayID"] for record in store.records[HTTP_REQUESTS]] == ["00000000000000ab"] * 2
+    assert sealed_periods(store.directory) == []
 
 
-async def test_the_edge_runtime_writes_waiting_rows_before_closing_its_store(tmp_path: Path) -> None:
-    store = SegmentedLogStore(tmp_path)
-    log = RequestLog(store, flush_interval=3600)
+async def test_the_edge_runtime_seals_waiting_rows_when_it_closes() -> None:
+    store = JournalledStore()
+    log = store.log(flush_interval=3600)
     runtime = EdgeRuntime(
         pools={},
         gateway=None,  # type: ignore[arg-type]
         server=None,  # type: ignore[arg-type]
-        log_store=store,
         request_log=log,
         locator=ClientLocator(),
     )
     emit(log)
     await asyncio.sleep(0)
     await runtime.close()
-    (line,) = SegmentedLogStore(tmp_path, writable=False).read(HTTP_REQUESTS, 0).records
-    assert orjson.loads(line)["RayID"] == "00000000000000ab"
+    (record,) = store.records[HTTP_REQUESTS]
+    assert record["RayID"] == "00000000000000ab"
 
 
 def test_a_timer_left_by_an_ended_loop_does_not_stop_later_writes() -> None:
-    store = MemoryLogStore()
-    log = RequestLog(store, flush_interval=3600)  # type: ignore[arg-type]
+    store = JournalledStore()
+    log = store.log(flush_interval=3600)
 
     async def emit_in_a_loop() -> None:
         emit(log)
 
     asyncio.run(emit_in_a_loop())  # its timer never runs
-    emit(log)  # outside a loop: written at once, with the row left waiting
+    emit(log)  # outside a loop: journalled and sealed at once, with the row left waiting
     assert len(store.records[HTTP_REQUESTS]) == 2
 
     async def emit_and_wait() -> None:
-        log.flush_interval = 0.01
+        log.flush_interval = log.seal_interval = 0.01
         emit(log)
         await asyncio.sleep(0.1)
 

@@ -1,5 +1,5 @@
-"""The request log converts a period's rows column by column, each distinct text once: whatever the mix of rows in
-a period, each record is the one the row gets when it is flushed alone, and rows no batch holds get the same records
+"""A sealed period's rows are converted column by column, each distinct text once: whatever the mix of rows in a
+period, each record is the one the row gets when it is journalled alone, and rows no batch holds get the same records
 as dictionaries."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from edgeplane.edge import request_rows
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
-from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, RequestLog
+from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS
 from edgeplane.edge.request_rows import RequestRows
 from edgeplane.store.snapshot import ZoneRoute
-from tests.support.memory_log_store import MemoryLogStore
+from tests.support.journalled_store import JournalledStore
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
 STARTED = 1_700_000_000_000_000_000
@@ -71,8 +71,8 @@ def answer(number: int, details: dict[str, Any]) -> Answer:
 
 
 def flushed_together(answers: list[Answer]) -> list[dict[str, Any]]:
-    store = MemoryLogStore()
-    log = RequestLog(store, max_rows=len(answers) + 1)  # type: ignore[arg-type]
+    store = JournalledStore()
+    log = store.log(max_rows=len(answers) + 1)
 
     async def emit_all() -> None:
         log.emit(answers[:1])  # a batch of one, then the rest: as the server tells of them
@@ -85,8 +85,8 @@ def flushed_together(answers: list[Answer]) -> list[dict[str, Any]]:
 
 
 def flushed_alone(each: Answer) -> dict[str, Any]:
-    store = MemoryLogStore()
-    RequestLog(store).emit([each])  # type: ignore[arg-type]  # outside a loop: flushed at once
+    store = JournalledStore()
+    store.log().emit([each])  # outside a loop: journalled and sealed at once
     (record,) = store.records[HTTP_REQUESTS]
     return record
 

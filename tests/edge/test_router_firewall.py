@@ -9,12 +9,11 @@ import orjson
 import pytest
 
 from edgeplane.edge.http_server import EdgeRequest
-from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
 from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
-from tests.support.memory_log_store import MemoryLogStore
+from tests.support.journalled_store import JournalledStore
 from tests.support.routing import answer_through
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
@@ -46,12 +45,12 @@ def edge_request(body: bytes, query: bytes = b"", user_agent: bytes = b"web3.py/
     )
 
 
-def router(rules: list[dict[str, Any]], *, logged: bool = True) -> tuple[EdgeRouter, FakeGateway, MemoryLogStore]:
+def router(rules: list[dict[str, Any]], *, logged: bool = True) -> tuple[EdgeRouter, FakeGateway, JournalledStore]:
     firewall = compile_firewall({"http_request_firewall_managed": rules})
     snapshot = ConfigSnapshot(web3_hostnames={HOST: ZONE}, firewalls={ZONE.zone_id: firewall})
     gateway = FakeGateway()
-    store = MemoryLogStore()
-    request_log = RequestLog(store) if logged else None  # type: ignore[arg-type]
+    store = JournalledStore()
+    request_log = store.log() if logged else None
     return EdgeRouter(gateway, SnapshotHolder(snapshot), request_log), gateway, store  # type: ignore[arg-type]
 
 

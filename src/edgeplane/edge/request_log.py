@@ -1,5 +1,5 @@
 """The ``http_requests`` record of every request the edge answers, and the ``firewall_events`` records of every
-firewall match, appended to the log store.
+firewall match, written to the request journal, which the delivery process takes into the log store.
 
 Built from what the edge knows when it answers: the client, the request line and headers, the zone, the response
 and its timings, and what the gateway's response cache did (``CacheCacheStatus``). Fields the edge cannot know (bot
@@ -14,86 +14,64 @@ Emission never blocks the request and does all its work on the event loop's thre
 written). ``emit`` adds the batch's requests (each with its ``Exchange``) to the period's ``RequestRows`` at once, in
 one loop: the texts as a shape, the numbers as packed machine integers, nothing that holds the request (whose body
 may be large); the rare rows kept whole (a firewall match) come back to it to build. Every ``flush_interval``
-(50 ms) the rows added since the last look go to the write-ahead journal (``edgeplane.edge.request_journal``); every
-``convert_interval`` (1 s), or just after the answer that makes ``max_rows`` rows, ``flush`` turns the period's rows
-into one Arrow record batch, which the store serialises and hands to its flusher thread to write. Without a journal
-(tests, scripts) every flush is a conversion.
+(50 ms) the rows added since the last look go to the journal (``edgeplane.edge.request_journal``) and are
+forgotten; every ``seal_interval`` (1 s), or just after the answer that makes ``max_rows`` rows, the period's file is
+sealed, and the delivery process turns its rows into one Arrow record batch for the log store
+(``edgeplane.edge.journal_intake``). Outside an event loop (a script, a test) every emit is journalled and sealed at
+once.
 
-Why on the loop's thread: a thread that converts records while the loop serves requests takes the interpreter's
-lock at every point the loop lets go of it (each socket call), which cost the edge more than the conversion itself
-(see ``docs/log-store.md``). A store that refuses (its disk stalled) is counted in a metric, not raised. Rows a
-batch cannot hold (a text Arrow refuses) go to the store as dictionaries, which it keeps as JSON lines.
+Why on the loop's thread: a thread that handles records while the loop serves requests takes the interpreter's lock
+at every point the loop lets go of it (each socket call), which cost the edge more than the work itself (see
+``docs/log-store.md``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any, Final
-
-import pyarrow as pa
-import structlog
-from prometheus_client import Counter
 
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import REFERER, USER_AGENT, Answer, EdgeRequest, EdgeResponse
 from edgeplane.edge.request_journal import RequestJournal
-from edgeplane.edge.request_rows import NUMBER_COLUMNS, SHAPE_COLUMNS, Chunk, RequestRows, protocol, record_of
-from edgeplane.logs.log_store import LogStore, LogStoreError
-from edgeplane.logs.record_columns import batch_of_rows
-from edgeplane.waf.events import FIREWALL_EVENTS, firewall_event_records, security_fields
+from edgeplane.edge.request_rows import NUMBER_COLUMNS, SHAPE_COLUMNS, RequestRows, protocol, record_of
+from edgeplane.waf.events import firewall_event_records, security_fields
 
 HTTP_REQUESTS: Final = "http_requests"
-_UNCONVERTED: Final = (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError)
-
-log = structlog.get_logger(__name__)
 
 # The fields of an ``http_requests`` record the edge fills, besides ``ClientRequestScheme``, ``ClientRequestSource``
 # and ``EdgeRequestHost`` (the same for every request, or a copy of another field).
 HTTP_REQUEST_COLUMNS: Final = ("RayID", *SHAPE_COLUMNS, *NUMBER_COLUMNS, "EdgeTimeToFirstByteMs")
 
-RECORDS_REFUSED = Counter(
-    "edgeplane_log_records_refused_total", "Log records the log store refused (its disk fell behind).", ["dataset"]
-)
-RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records appended to the log store.", ["dataset"])
-
 
 class RequestLog:
-    """Appends one ``http_requests`` record per answered request, and the ``firewall_events`` records of its
+    """Journals one ``http_requests`` record per answered request, and the ``firewall_events`` records of its
     firewall matches (see the module docstring for when and how)."""
 
     def __init__(
         self,
-        store: LogStore,
+        journal: RequestJournal,
         *,
-        journal: RequestJournal | None = None,
         flush_interval: float = 0.05,
-        convert_interval: float = 1.0,
+        seal_interval: float = 1.0,
         max_rows: int = 8192,
     ) -> None:
-        """Rows go to ``journal`` every ``flush_interval`` seconds and to the store every ``convert_interval``
-        (every ``flush_interval`` without a journal), or just after the answer that makes ``max_rows`` rows wait."""
-        self.store = store
+        """Rows go to ``journal`` every ``flush_interval`` seconds, and its period is sealed ``seal_interval``
+        seconds after its first rows were journalled, or just after the answer that makes ``max_rows`` rows."""
         self.journal = journal
         self.flush_interval = flush_interval
-        self.convert_interval = convert_interval if journal is not None else flush_interval
+        self.seal_interval = seal_interval
         self.max_rows = max_rows
-        # (emitted, refused) counters by dataset, labelled once rather than per append.
-        self._counters = {
-            dataset: (RECORDS_EMITTED.labels(dataset), RECORDS_REFUSED.labels(dataset))
-            for dataset in (HTTP_REQUESTS, FIREWALL_EVENTS)
-        }
         self._rows = RequestRows()
-        self._period_started = time.monotonic()
-        self._unconfirmed = -1  # the last journal period whose rows the store may not have written yet (-1: none)
+        self._period_rows = 0  # rows of the period already journalled
+        self._period_started = 0.0  # when its first rows were journalled
         self._timer: asyncio.Handle | None = None  # the next look at the rows
         self._timer_loop: asyncio.AbstractEventLoop | None = None  # the loop it was scheduled on
 
     def emit(self, answers: list[Answer]) -> None:
         """Records a batch of answered requests (those whose request has an ``Exchange``); called on the thread of
-        the event loop that serves them. Outside an event loop (a script, a test) their records go to the store at
-        once."""
+        the event loop that serves them. Outside an event loop (a script, a test) their records are journalled and
+        sealed at once."""
         rows = self._rows
         for (request, response, _sent_bytes, _written_ns), exchange, shape, numbers in rows.add_answers(answers):
             record = record_of(shape, exchange.ray_id, numbers)
@@ -101,7 +79,7 @@ class RequestLog:
                 record |= security_fields(exchange.verdict)
                 rows.events.extend(_events(request, response, exchange))
             rows.odd.append(record)
-        full = len(rows) >= self.max_rows
+        full = self._period_rows + len(rows) >= self.max_rows
         timer_loop = self._timer_loop
         if not full and self._timer is not None and timer_loop is not None and timer_loop.is_running():
             # The look to come takes these rows: its loop runs, so it is the loop emitting (one per thread), and
@@ -113,111 +91,48 @@ class RequestLog:
             self.flush()
             return
         if self._timer is not None and self._timer_loop is loop:
-            self._timer.cancel()  # full (otherwise the pending look took the rows, above): convert at once instead
+            self._timer.cancel()  # full (otherwise the pending look took the rows, above): seal at once instead
         self._timer_loop = loop  # a timer of a loop that has ended never runs: the next emit schedules another
         self._timer = loop.call_soon(self._look, True) if full else loop.call_later(self.flush_interval, self._look)
 
-    def _look(self, convert: bool = False) -> None:
-        """Every ``flush_interval`` while rows wait (or at once, ``convert``, when ``max_rows`` wait): the new rows to
-        the journal, or, once the period is over, the period's rows to the store; then the journal files the store
-        has written are deleted."""
+    def _look(self, seal: bool = False) -> None:
+        """Every ``flush_interval`` while the period is open (or at once, ``seal``, when ``max_rows`` wait): the new
+        rows to the journal; then, once the period is over, its seal."""
         self._timer = None
-        journal = self.journal
-        if convert or journal is None or time.monotonic() - self._period_started >= self.convert_interval:
-            self._convert()
-        else:
-            chunk = self._rows.chunk()
-            if chunk is not None:
-                journal.write(chunk.encode())
-        self._confirm()
+        self._journal_rows()
+        if seal or time.monotonic() - self._period_started >= self.seal_interval:
+            self._seal()
         loop = self._timer_loop
-        if (len(self._rows) or self._unconfirmed >= 0) and loop is not None and loop.is_running():
+        if (len(self._rows) or self._period_rows) and loop is not None and loop.is_running():
             self._timer = loop.call_later(self.flush_interval, self._look)
 
     def flush(self) -> None:
-        """Hands every record emitted so far to the store now (also on shutdown, before the store closes)."""
+        """Journals every record emitted so far and seals the period now (also on shutdown)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._convert()
-
-    def _convert(self) -> None:
-        """Ends the period: its rows to the store, as one batch."""
-        rows, self._rows = self._rows, RequestRows()
-        self._period_started = time.monotonic()
-        if self.journal is not None:
-            self._unconfirmed = self.journal.next_period()
-        self._append_rows(rows)
-
-    def recover(self) -> int:
-        """Appends the rows the journal holds from a process that did not stop cleanly, waits until the store has
-        written them, and deletes their files; returns how many records that was. Called once, at start."""
-        if self.journal is None:
-            return 0
-        periods = self.journal.periods()
-        count = 0
-        for period in periods:
-            rows = RequestRows()
-            for data in self.journal.read(period):
-                try:
-                    rows.extend(Chunk.decode(data))
-                except ValueError as error:  # the rest of the period is skipped
-                    log.warning("request journal chunk unreadable", period=period, error=str(error))
-                    break
-            count += len(rows) + len(rows.events)
-            self._append_rows(rows)
-        if periods and self.store.flush(timeout=None):
-            self.journal.discard_now(periods[-1])
-        return count
+        self._journal_rows()
+        self._seal()
 
     def close(self) -> None:
-        """After the store has closed (so it wrote everything): deletes the journal's files and stops its thread."""
-        if self.journal is not None:
-            self.journal.close()
-            self.journal.discard_now(self.journal.period)
+        """Journals and seals what waits, and closes the journal (on shutdown)."""
+        self.flush()
+        self.journal.close()
 
-    def _confirm(self) -> None:
-        """Deletes the journal files of the periods the store has written (a look at the store, without waiting)."""
-        if self._unconfirmed >= 0 and self.journal is not None and self.store.flush(timeout=0):
-            self.journal.discard(self._unconfirmed)
-            self._unconfirmed = -1
-
-    def _append_rows(self, rows: RequestRows) -> None:
-        try:
-            batch = rows.batch()
-        except _UNCONVERTED:
-            self._append(HTTP_REQUESTS, None, rows.records)
-        else:
-            if batch is not None:
-                self._append(HTTP_REQUESTS, batch, rows.records)
-        if rows.odd:
-            self._append(HTTP_REQUESTS, None, lambda: rows.odd)
-        if rows.events:
-            events = rows.events
-            self._append(FIREWALL_EVENTS, batch_of_rows(FIREWALL_EVENTS, events), lambda: events)
-
-    def _append(
-        self, dataset: str, batch: pa.RecordBatch | None, dictionaries: Callable[[], list[dict[str, Any]]]
-    ) -> None:
-        """Appends ``batch``; when there is none, or the store refuses its shape, the records ``dictionaries()``
-        returns."""
-        emitted, refused = self._counters[dataset]
-        count = 0
-        try:
-            if batch is not None:
-                count = batch.num_rows
-                try:
-                    self.store.append_columns(dataset, batch)
-                except ValueError:
-                    batch = None
-            if batch is None:
-                records = dictionaries()
-                count = len(records)
-                self.store.append_rows(dataset, records)
-        except LogStoreError:
-            refused.inc(count)
+    def _journal_rows(self) -> None:
+        chunk = self._rows.take_chunk()
+        if chunk is None:
             return
-        emitted.inc(count)
+        if not self._period_rows:
+            self._period_started = time.monotonic()
+        self._period_rows += chunk.count + len(chunk.odd)
+        self.journal.write(chunk.encode())
+
+    def _seal(self) -> None:
+        if self._period_rows:
+            self.journal.seal()
+            self._rows = RequestRows()  # a new period numbers its shapes afresh
+            self._period_rows = 0
 
 
 def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@ record batch all cost little.
 
 A request's texts (client address, host, method, path, query, protocol, user agent, referer, ``X-Requested-With``,
 content type, edge address, country, ASN, zone, cache status) repeat from one request to the next, so a row keeps
-them as the number of a **shape**: the tuple of those values, numbered once per conversion period. Its numbers
+them as the number of a **shape**: the tuple of those values, numbered once per journal period. Its numbers
 (port, sizes, status, timestamps, origin status and duration) are packed as machine integers (``struct``) onto one
 byte array, a row after the other, and its ray id goes to a list. A new row is one pack, a dictionary look-up and two
 list appends: on this path each Python operation counts, and appending each number to an ``array('q')`` of its own
@@ -171,8 +171,10 @@ def _interleaved(columns: list[bytes], count: int) -> bytes:
 
 
 class RequestRows:
-    """The rows of one conversion period (see the module docstring): ``add``, then ``chunk`` for the journal as
-    often as wanted, then ``batch`` (or ``records``) once; the next period has a new ``RequestRows``."""
+    """The rows of one journal period (see the module docstring). In the edge worker: ``add_answers``, and
+    ``take_chunk`` for the journal as often as wanted; the next period has a new ``RequestRows``, since shapes are
+    numbered per period. In the delivery process: ``extend`` with the period's chunks, then ``batch`` (or
+    ``records``) once."""
 
     def __init__(self) -> None:
         self._shapes: dict[Shape, int] = {}
@@ -182,7 +184,7 @@ class RequestRows:
         self._numbers = bytearray()  # every row's numbers, packed (``_NUMBERS``)
         self.odd: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
-        self._chunked = (0, 0, 0, 0)  # rows, shapes, odd rows and events already in a chunk
+        self._shapes_chunked = 0  # shapes already in a chunk
 
     def __len__(self) -> int:
         return len(self._rays) + len(self.odd)
@@ -254,25 +256,29 @@ class RequestRows:
             rays.append(exchange.ray_id)
         return leftovers
 
-    def chunk(self) -> Chunk | None:
-        """What was added since the last chunk; None when nothing was."""
-        rows, shapes, odd, events = self._chunked
-        now = (len(self._rays), len(self._shape_list), len(self.odd), len(self.events))
-        if now == self._chunked:
+    def take_chunk(self) -> Chunk | None:
+        """What was added since the last chunk, which the rows then forget (the shapes they keep, numbered on);
+        None when nothing was added."""
+        rays, odd = self._rays, self.odd
+        shapes = len(self._shape_list)
+        if not (rays or odd or self.events) and shapes == self._shapes_chunked:
             return None
-        self._chunked = now
-        return Chunk(
-            now[0] - rows,
-            self._shape_list[shapes:],
-            array("I", self._shape_numbers[rows:]).tobytes(),
-            self._rays[rows:],
-            bytes(self._numbers[rows * _NUMBERS.size :]),
-            self.odd[odd:],
-            self.events[events:],
+        chunk = Chunk(
+            len(rays),
+            self._shape_list[self._shapes_chunked :],
+            array("I", self._shape_numbers).tobytes(),
+            rays,
+            bytes(self._numbers),
+            odd,
+            self.events,
         )
+        self._shapes_chunked = shapes
+        self._shape_numbers, self._rays, self._numbers = [], [], bytearray()
+        self.odd, self.events = [], []
+        return chunk
 
     def extend(self, chunk: Chunk) -> None:
-        """Adds the rows of a journalled chunk (recovery): chunks of one period, in the order they were taken."""
+        """Adds the rows of a journalled chunk (the intake): chunks of one period, in the order they were taken."""
         for shape in chunk.shapes:
             self._shapes[shape] = len(self._shape_list)
             self._shape_list.append(shape)
@@ -281,7 +287,6 @@ class RequestRows:
         self._numbers += chunk.numbers
         self.odd.extend(chunk.odd)
         self.events.extend(chunk.events)
-        self._chunked = (len(self._rays), len(self._shape_list), len(self.odd), len(self.events))
 
     def _columns(self) -> list[array[int]]:
         """The packed numbers, a column per ``NUMBER_COLUMNS`` (strided copies, in C)."""

@@ -24,9 +24,7 @@ from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
-from edgeplane.logs.datasets import DATASETS
-from edgeplane.logs.log_store import SegmentedLogStore
-from edgeplane.logs.partitions import journal_directory, partition_directory
+from edgeplane.logs.partitions import journal_directory
 from edgeplane.store.database import Database
 from edgeplane.store.snapshot import SnapshotHolder, follow_configuration, read_snapshot
 
@@ -69,16 +67,6 @@ def open_client_locator(settings: Settings, *, worker: int) -> ClientLocator:
     return locator
 
 
-def open_log_store(settings: Settings, worker: int) -> SegmentedLogStore:
-    """The writable log store of one edge worker."""
-    return SegmentedLogStore(
-        partition_directory(settings.data_dir, worker),
-        retention_bytes=settings.logs.retention_bytes,
-        retention_seconds=settings.logs.retention_seconds,
-        datasets=DATASETS,
-    )
-
-
 @dataclass(slots=True)
 class EdgeRuntime:
     """What an edge worker runs."""
@@ -86,7 +74,6 @@ class EdgeRuntime:
     pools: dict[str, UpstreamPool]
     gateway: Gateway
     server: HttpServer
-    log_store: SegmentedLogStore | None
     request_log: RequestLog | None
     locator: ClientLocator
 
@@ -99,33 +86,26 @@ class EdgeRuntime:
         for pool in pools.values():
             pool.start()
         gateway = Gateway(load_method_policy(), pools, settings.gateway)
-        log_store = open_log_store(settings, worker) if settings.logs.enabled else None
         request_log = None
-        if log_store is not None:
-            journal = RequestJournal(journal_directory(settings.data_dir, worker))
-            request_log = RequestLog(log_store, journal=journal)
-            recovered = request_log.recover()
-            if recovered:
-                log.info("request journal replayed into the log store", records=recovered, worker=worker)
+        if settings.logs.enabled:
+            journal = RequestJournal(
+                journal_directory(settings.data_dir, worker), max_backlog_bytes=settings.logs.retention_bytes
+            )
+            request_log = RequestLog(journal)
         router = EdgeRouter(gateway, snapshots, request_log, locator)
         server = HttpServer(router, max_body_bytes=settings.gateway.max_body_bytes)
-        return cls(
-            pools=pools, gateway=gateway, server=server, log_store=log_store, request_log=request_log, locator=locator
-        )
+        return cls(pools=pools, gateway=gateway, server=server, request_log=request_log, locator=locator)
 
     async def close(self) -> None:
-        """Stops health checks, closes upstream connections, and writes down every buffered log record."""
+        """Stops health checks, closes upstream connections, and journals and seals every log record that waits (the
+        delivery process takes them into the log store)."""
         for pool in self.pools.values():
             await pool.stop()
             for node in pool.nodes:
                 node.close()
         if self.request_log is not None:
-            self.request_log.flush()
+            self.request_log.close()
         batched_counts.publish()
-        if self.log_store is not None:
-            await asyncio.to_thread(self.log_store.close)
-        if self.request_log is not None:
-            self.request_log.close()  # the store wrote every record: the journal is no longer needed
         self.locator.close()
 
 

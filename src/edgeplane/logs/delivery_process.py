@@ -1,5 +1,6 @@
-"""The delivery process that ``edgeplane serve`` starts: follows the configuration, and runs every enabled Logpush
-job over the log stores of all edge workers."""
+"""The delivery process that ``edgeplane serve`` starts: takes the edge workers' request journals into their log
+stores (``edgeplane.edge.journal_intake``; this process is the stores' one writer), follows the configuration, and
+runs every enabled Logpush job over the log stores of all edge workers."""
 
 from __future__ import annotations
 
@@ -8,17 +9,56 @@ import contextlib
 import signal
 
 import pyarrow as pa
+import structlog
 
 from edgeplane.config import Settings
+from edgeplane.edge.journal_intake import JournalIntake
+from edgeplane.edge.request_journal import seal_leftovers
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.delivery import DeliveryService
 from edgeplane.logs.log_store import SegmentedLogStore
-from edgeplane.logs.partitions import partition_directory
+from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
 from edgeplane.store.database import Database
 from edgeplane.store.job_status import DatabaseJobStatus
 from edgeplane.store.snapshot import SnapshotHolder, follow_configuration, read_snapshot
 
+log = structlog.get_logger(__name__)
+
 RECONCILE_SECONDS = 0.5
+INTAKE_SECONDS = 0.1  # how often the journals are looked at for sealed periods
+
+
+def open_partition_stores(settings: Settings, workers: int) -> dict[int, SegmentedLogStore]:
+    """The log store of every edge worker's partition, writable, by worker: those of the ``workers`` that run, and
+    of any other worker that left a journal (before ``edge_workers`` was lowered). Such a worker has no one writing
+    its journal any more, so what it left unsealed is sealed here."""
+    partition_workers = sorted(set(range(workers)) | set(journal_workers(settings.data_dir)))
+    for worker in partition_workers:
+        if worker >= workers:
+            seal_leftovers(journal_directory(settings.data_dir, worker))
+    return {
+        worker: SegmentedLogStore(
+            partition_directory(settings.data_dir, worker),
+            retention_bytes=settings.logs.retention_bytes,
+            retention_seconds=settings.logs.retention_seconds,
+            datasets=DATASETS,
+        )
+        for worker in partition_workers
+    }
+
+
+def take_journals(settings: Settings, workers: int) -> int:
+    """Takes what the request journals hold into the log stores now, with no delivery process running (``edgeplane
+    serve``, after the delivery process stopped: it may have been stopped before it was ready); returns how many
+    records that was."""
+    stores = open_partition_stores(settings, workers)
+    try:
+        return JournalIntake(
+            {journal_directory(settings.data_dir, worker): store for worker, store in stores.items()}
+        ).take()
+    finally:
+        for store in stores.values():
+            store.close()
 
 
 async def run_delivery(settings: Settings, database_url: str, *, workers: int) -> None:
@@ -29,25 +69,45 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     database = Database(database_url)
     snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
     follower = asyncio.create_task(follow_configuration(database, snapshots))
-    for worker in range(workers):
-        for dataset in DATASETS:
-            (partition_directory(settings.data_dir, worker) / dataset).mkdir(parents=True, exist_ok=True)
+    stores = await asyncio.to_thread(open_partition_stores, settings, workers)
+    intake = JournalIntake({journal_directory(settings.data_dir, worker): store for worker, store in stores.items()})
     partitions = [
-        SegmentedLogStore(partition_directory(settings.data_dir, worker), writable=False) for worker in range(workers)
+        SegmentedLogStore(partition_directory(settings.data_dir, worker), writable=False) for worker in stores
     ]
     service = DeliveryService(lambda: partitions, DatabaseJobStatus(database))
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
+    taking = asyncio.create_task(_take_journals(intake, stopping))
     try:
         while not stopping.is_set():
             service.reconcile(snapshots.current)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), RECONCILE_SECONDS)
     finally:
+        stopping.set()
+        await taking  # ends with a last take: the edge workers have stopped and sealed their journals
+        for store in stores.values():
+            await asyncio.to_thread(store.close)
         await service.stop()
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await follower
         database.close()
+
+
+async def _take_journals(intake: JournalIntake, stopping: asyncio.Event) -> None:
+    """Takes sealed journal periods into the stores every ``INTAKE_SECONDS`` until ``stopping``, then once more."""
+    while True:
+        stopped = stopping.is_set()
+        try:
+            taken = await asyncio.to_thread(intake.take)
+        except OSError as error:  # a journal file that cannot be read or deleted: tried again
+            log.warning("request journal intake failed", error=str(error))
+            taken = 0
+        if stopped:
+            return
+        if not taken:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), INTAKE_SECONDS)

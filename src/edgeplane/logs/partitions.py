@@ -26,3 +26,16 @@ def journal_directory(data_dir: Path, worker: int) -> Path:
     """The request log's write-ahead journal of edge worker ``worker`` (``edgeplane.edge.request_journal``): beside
     its log store, not in it (the store takes every directory in its own for a dataset)."""
     return data_dir / "logs" / f"{_PREFIX}{worker}.journal"
+
+
+def journal_workers(data_dir: Path) -> list[int]:
+    """The edge workers that have a request journal directory in a data directory."""
+    root = data_dir / "logs"
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.glob(f"{_PREFIX}*.journal"):
+        number = path.name.removeprefix(_PREFIX).removesuffix(".journal")
+        if number.isdigit() and path.is_dir():
+            found.append(int(number))
+    return sorted(found)
