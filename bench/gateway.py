@@ -489,6 +489,7 @@ class Summary:
     errors: int
     requests: int
     cpu_percent: dict[str, float]
+    mean_ms: float = float("nan")
 
 
 def summarise(rounds: list[RoundResult]) -> Summary:
@@ -497,6 +498,7 @@ def summarise(rounds: list[RoundResult]) -> Summary:
         requests_per_second=statistics.median(result.requests_per_second for result in rounds),
         p50_ms=statistics.median(result.p50_ms for result in rounds),
         p99_ms=statistics.median(result.p99_ms for result in rounds),
+        mean_ms=statistics.median(result.mean_ms for result in rounds),
         errors=sum(result.errors for result in rounds),
         requests=sum(result.requests for result in rounds),
         cpu_percent={

@@ -668,6 +668,9 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         }
         for child in _children(pids.get("logs-on")):  # the delivery process: started only with logs on
             pids[f"logs-on child {child}"] = child
+        if args.children_apart:
+            for child in _children(pids.get("logs-on")) + _children(pids.get("logs-off")):
+                os.sched_setaffinity(child, other_cpus)
         by_concurrency: dict[str, Any] = {}
         for concurrency in args.concurrency:
             summaries = loadgen.measure(
@@ -690,6 +693,7 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
                 "logs-off": asdict(off),
                 "added_p50_percent": _percent(on.p50_ms, off.p50_ms),
                 "added_p99_percent": _percent(on.p99_ms, off.p99_ms),
+                "added_mean_percent": _percent(on.mean_ms, off.mean_ms),
                 "throughput_ratio": on.requests_per_second / off.requests_per_second
                 if off.requests_per_second
                 else None,
@@ -882,6 +886,7 @@ def report_emission(document: dict[str, Any]) -> dict[str, Any]:
         added_cpu = row["added_cpu_us_per_request"]
         print(
             f"    added by emission: p50 {row['added_p50_percent']:+.1f} %, p99 {row['added_p99_percent']:+.1f} %,"
+            f" mean {row.get('added_mean_percent', float('nan')):+.1f} %,"
             f" throughput ratio {row['throughput_ratio']:.3f}"
             + ("" if added_cpu is None else f", CPU {added_cpu:+.1f} us/request")
         )
@@ -927,6 +932,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pin",
         action="store_true",
         help="emission: edgeplane on the last CPU, anvil and the load generator on the others",
+    )
+    parser.add_argument(
+        "--children-apart",
+        action="store_true",
+        help="emission, with --pin: the edgeplane processes' children (the delivery process, the development chain) "
+        "on the other CPUs, as on a machine where they do not share the edge worker's core",
     )
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON document at the end")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from typing import Final
 
 from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.firewall import ALLOWED, Verdict
@@ -12,6 +13,10 @@ from edgeplane.waf.firewall import ALLOWED, Verdict
 # A request id is the process's random 64-bit start plus its count of requests: unique across processes (the odds
 # that two processes' ranges meet are those of two random 32-bit prefixes), and no system call per request.
 _ray_numbers = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
+
+
+# The ``context`` of a request the edge does not log (``/healthz``): the request log skips it.
+NOT_LOGGED: Final = object()
 
 
 def new_ray_id() -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from edgeplane.edge.exchange import Exchange
@@ -68,12 +69,17 @@ class RequestLog:
         self._timer: asyncio.Handle | None = None  # the next look at the rows
         self._timer_loop: asyncio.AbstractEventLoop | None = None  # the loop it was scheduled on
 
-    def emit(self, answers: list[Answer]) -> None:
-        """Records a batch of answered requests (those whose request has an ``Exchange``); called on the thread of
-        the event loop that serves them. Outside an event loop (a script, a test) their records are journalled and
-        sealed at once."""
+    def emit(self, answers: list[Answer], start: Callable[[EdgeRequest, int], object] | None = None) -> None:
+        """Records a batch of answered requests; called on the thread of the event loop that serves them. A request
+        whose ``Exchange`` was not started is started with ``start(request, written_ns)`` first (without ``start``,
+        it is not logged). Outside an event loop (a script, a test) the records are journalled and sealed at once."""
         rows = self._rows
-        for (request, response, _sent_bytes, _written_ns), exchange, shape, numbers in rows.add_answers(answers):
+        leftovers, unstarted = rows.add_answers(answers)
+        if unstarted and start is not None:  # rare: refused before the router saw the request
+            for request, _response, _sent_bytes, written_ns in unstarted:
+                start(request, written_ns)
+            leftovers += rows.add_answers(unstarted)[0]
+        for (request, response, _sent_bytes, _written_ns), exchange, shape, numbers in leftovers:
             record = record_of(shape, exchange.ray_id, numbers)
             if exchange.verdict.matches:
                 record |= security_fields(exchange.verdict)

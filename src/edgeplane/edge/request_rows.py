@@ -33,7 +33,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from edgeplane.edge.exchange import Exchange
+from edgeplane.edge.exchange import NOT_LOGGED, Exchange
 from edgeplane.edge.http_server import REFERER, REQUESTED_WITH, USER_AGENT, Answer
 
 # The numeric fields of a row, in the order ``RequestRows.add`` appends them; -1 is a missing origin value.
@@ -189,13 +189,15 @@ class RequestRows:
     def __len__(self) -> int:
         return len(self._rays) + len(self.odd)
 
-    def add_answers(self, answers: list[Answer]) -> list[Leftover]:
-        """Adds a row for each answer whose request has an ``Exchange`` (the others are not logged). Returns the
-        answers it did not add, with their shape and numbers, for the caller to keep whole: those the firewall
-        matched, and those with a number that is no 64-bit integer.
+    def add_answers(self, answers: list[Answer]) -> tuple[list[Leftover], list[Answer]]:
+        """Adds a row for each answer whose request has a started ``Exchange``. Returns the answers it did not add:
+        those to keep whole, with their exchange, shape and numbers (the firewall matched them, or a number is no
+        64-bit integer), for the caller to build; and those whose exchange was not started (none, or no ray id),
+        for the caller to start and add again. Requests marked ``NOT_LOGGED`` are skipped.
 
-        One loop over the batch, the row built in place: at some thousands of requests a second on one core, a
-        function call per row (or per number) is measurable (see the module docstring)."""
+        One loop over the batch, the row built in place and its numbers packed straight from the objects: at some
+        thousands of requests a second on one core, a function call per row (or per number), or a tuple of the
+        numbers to pack, is measurable (see the module docstring)."""
         shapes, shape_list, shape_numbers, rays, packed = (
             self._shapes,
             self._shape_list,
@@ -205,10 +207,13 @@ class RequestRows:
         )
         pack = _NUMBERS.pack
         leftovers: list[Leftover] = []
+        unstarted: list[Answer] = []
         for answer in answers:
             request, response, sent_bytes, written_ns = answer
-            exchange = request.context
-            if not isinstance(exchange, Exchange):
+            exchange: Exchange = request.context  # type: ignore[assignment]  # checked on the next line
+            if exchange.__class__ is not Exchange or not exchange.ray_id:  # a class check costs less than isinstance
+                if exchange is not NOT_LOGGED:
+                    unstarted.append(answer)
                 continue
             client, noted, zone = request.client, request.noted, exchange.zone
             shape = (
@@ -228,25 +233,24 @@ class RequestRows:
                 zone.zone_name if zone else "",
                 exchange.cache_status,
             )
-            origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
-            numbers = (
-                client[1] if client else 0,
-                request.content_length,
-                response.status,
-                len(response.body),
-                sent_bytes,
-                exchange.started_ns,
-                written_ns,
-                -1 if origin_status is None else origin_status,
-                -1 if origin_duration_ms is None else origin_duration_ms,
-            )
             if exchange.verdict.matches:  # rare: a firewall match
-                leftovers.append((answer, exchange, shape, numbers))
+                leftovers.append((answer, exchange, shape, numbers_of(answer, exchange)))
                 continue
+            origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
             try:
-                packed += pack(*numbers)
+                packed += pack(
+                    client[1] if client else 0,
+                    request.content_length,
+                    response.status,
+                    len(response.body),
+                    sent_bytes,
+                    exchange.started_ns,
+                    written_ns,
+                    -1 if origin_status is None else origin_status,
+                    -1 if origin_duration_ms is None else origin_duration_ms,
+                )
             except struct.error:
-                leftovers.append((answer, exchange, shape, numbers))
+                leftovers.append((answer, exchange, shape, numbers_of(answer, exchange)))
                 continue
             number = shapes.get(shape)
             if number is None:
@@ -254,7 +258,7 @@ class RequestRows:
                 shape_list.append(shape)
             shape_numbers.append(number)
             rays.append(exchange.ray_id)
-        return leftovers
+        return leftovers, unstarted
 
     def take_chunk(self) -> Chunk | None:
         """What was added since the last chunk, which the rows then forget (the shapes they keep, numbered on);
@@ -342,6 +346,25 @@ class RequestRows:
                 self._shape_numbers, self._rays, _NUMBERS.iter_unpack(self._numbers), strict=True
             )
         ]
+
+
+def numbers_of(answer: Answer, exchange: Exchange) -> tuple[int, ...]:
+    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS`` (a row kept whole). ``add_answers`` packs
+    the same values in place, without this call and its tuple; ``tests/edge/test_request_log_flushes.py`` holds
+    the two to the same records."""
+    request, response, sent_bytes, written_ns = answer
+    origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
+    return (
+        request.client[1] if request.client else 0,
+        request.content_length,
+        response.status,
+        len(response.body),
+        sent_bytes,
+        exchange.started_ns,
+        written_ns,
+        -1 if origin_status is None else origin_status,
+        -1 if origin_duration_ms is None else origin_duration_ms,
+    )
 
 
 def record_of(shape: Shape, ray_id: str, numbers: tuple[int, ...]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import orjson
 
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.edge.client_location import ClientLocator
-from edgeplane.edge.exchange import Exchange, new_ray_id
+from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
 from edgeplane.edge.http_server import CONTENT_TYPE, HOST, Answer, EdgeRequest, EdgeResponse, jsonrpc_error
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.gateway.errors import INVALID_REQUEST
@@ -44,7 +44,6 @@ from edgeplane.waf.firewall import Verdict
 FIREWALL_BLOCKED: Final = -32003
 
 _HEALTHY = EdgeResponse(200, b'{"status":"ok"}')
-_NOT_LOGGED: Final = object()  # the ``context`` of a request that is not logged (``/healthz``)
 _WRONG_METHOD_HEADERS = ((b"allow", b"POST"),)
 _UNSUPPORTED_MEDIA_TYPE = jsonrpc_error(
     415, INVALID_REQUEST, "unsupported media type; use Content-Type: application/json"
@@ -70,7 +69,7 @@ class EdgeRouter:
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
         if request.path == "/healthz":
-            request.context = _NOT_LOGGED
+            request.context = NOT_LOGGED
             return _HEALTHY
         response = self._refusal(request)
         if response is None:
@@ -134,16 +133,11 @@ class EdgeRouter:
         return EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
 
     def answered(self, answers: list[Answer]) -> None:
-        """Logs answered requests (``HttpServer`` calls this with a batch of them once they are written)."""
-        if self.request_log is None:
-            return
-        for request, _response, _sent_bytes, written_ns in answers:
-            exchange = request.context
-            # Rare: refused by the server before the router saw it (a body too large, say), or the handler failed
-            # early. ``/healthz`` is not logged (the request log skips what has no exchange).
-            if (not isinstance(exchange, Exchange) or not exchange.ray_id) and exchange is not _NOT_LOGGED:
-                self._start(request, written_ns)
-        self.request_log.emit(answers)
+        """Logs answered requests (``HttpServer`` calls this with a batch of them once they are written). A request
+        whose exchange was not started (refused by the server before the router saw it, a body too large say, or
+        the handler failed early) is started by the request log, with ``_start``."""
+        if self.request_log is not None:
+            self.request_log.emit(answers, self._start)
 
     def _start(self, request: EdgeRequest, started_ns: int) -> Exchange:
         """The request's exchange, started: its start time, a ray id, and the client's country and ASN."""
