@@ -180,9 +180,13 @@ async def serve(settings: Settings) -> None:
         if delivery is not None:
             await delivery.stop()  # last: it takes what the edge workers journalled until they stopped
             # What it did not take (stopped before it was ready to): no other writer is left.
-            taken = await asyncio.to_thread(take_journals, settings, settings.edge_worker_count)
-            if taken:
-                log.info("request journals taken into the log store at shutdown", records=taken)
+            try:
+                taken = await asyncio.to_thread(take_journals, settings, settings.edge_worker_count)
+            except Exception:  # the journals stay for the next start
+                log.exception("request journals not taken into the log store at shutdown")
+            else:
+                if taken:
+                    log.info("request journals taken into the log store at shutdown", records=taken)
         if chain is not None:
             await chain.stop()
         database.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from edgeplane.edge import request_journal
+from edgeplane.edge import journal_intake, request_journal
 from edgeplane.edge.journal_intake import JournalIntake
 from edgeplane.edge.request_journal import (
     RequestJournal,
@@ -30,6 +30,7 @@ from edgeplane.waf.firewall import Verdict
 from tests.edge.test_request_log import emit, probe_match
 from tests.edge.test_request_log_flushes import _PLAIN, answer, flushed_alone
 from tests.support.journalled_store import JournalledStore
+from tests.support.memory_log_store import MemoryLogStore
 
 
 async def _until(check: Any, seconds: float = 10.0) -> None:
@@ -246,3 +247,62 @@ async def test_closing_seals_everything(tmp_path: Path) -> None:
     log.close()
     assert len(store.records[HTTP_REQUESTS]) == 9
     assert os.listdir(tmp_path) == []
+
+
+def test_a_period_that_cannot_be_taken_is_set_aside_and_the_rest_go_on(tmp_path: Path) -> None:
+    first, second = JournalledStore(tmp_path / "a"), JournalledStore(tmp_path / "b")
+    emit(first.log(), ray_id="000000000000000a")
+    (tmp_path / "a" / f"{1:016d}.sealed").mkdir()  # cannot be read
+    emit(RequestLog(RequestJournal(tmp_path / "a")), ray_id="000000000000000b")  # period 2
+    emit(second.log(), ray_id="000000000000000c")
+    memory = MemoryLogStore()
+    intake = JournalIntake({tmp_path / "a": memory, tmp_path / "b": memory})  # type: ignore[dict-item]
+    assert intake.take() == 3
+    assert intake.take() == 0  # nothing twice
+    assert [record["RayID"] for record in memory.records[HTTP_REQUESTS]] == [
+        "000000000000000a",
+        "000000000000000b",
+        "000000000000000c",
+    ]
+    assert os.listdir(tmp_path / "a") == [f"{1:016d}.unreadable"]
+
+
+class SlowStore(MemoryLogStore):
+    """Has not written what it was given until ``written`` is set."""
+
+    written = False
+
+    def flush(self, timeout: float | None = None) -> bool:
+        return self.written
+
+
+def test_periods_a_slow_store_has_not_written_stay_and_are_not_appended_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_intake, "FLUSH_WAIT_SECONDS", 0.0)
+    store = SlowStore()
+    journalled = JournalledStore(tmp_path, store=store)
+    emit(journalled.log())
+    intake = journalled.intake
+    assert intake.take() == 1
+    assert sealed_periods(tmp_path) == [0]  # kept until the store has written it
+    emit(journalled.log())
+    assert intake.take() == 0  # the store is behind: nothing more for it, and nothing again
+    store.written = True
+    assert intake.take() == 1  # period 0's file deleted first, then period 1 taken
+    assert sealed_periods(tmp_path) == []
+    assert intake.take() == 0
+    assert len(store.records[HTTP_REQUESTS]) == 2
+
+
+def test_the_backlog_bound_counts_what_an_earlier_process_left(tmp_path: Path) -> None:
+    earlier = RequestJournal(tmp_path)
+    for period in range(3):
+        earlier.write(bytes([period]) * 92)  # 100 bytes with the frame
+        earlier.seal()
+    earlier.close()
+    later = RequestJournal(tmp_path, max_backlog_bytes=250)
+    later.write(b"x" * 92)
+    later.seal()
+    assert sealed_periods(tmp_path) == [2, 3]
+    later.close()

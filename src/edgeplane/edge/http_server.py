@@ -88,7 +88,7 @@ LINGER_SECONDS = 2.0  # how long input is drained after the server closed a conn
 # The handler hears of written answers (``answered``) in batches: this many, or this long after the first of them.
 TELL_BATCH = 64
 TELL_DELAY_SECONDS = 0.05
-TELL_AT_ONCE_BYTES = 256 * 1024  # an answer this large is told at once, with the batch it joins
+TELL_AT_ONCE_BYTES = 256 * 1024  # an answer this large is told on the next turn, with the batch it joins
 
 # The headers the edge itself reads (framing, routing, the request log), noted in one pass over a request's headers
 # when its ``EdgeRequest`` is made (``EdgeRequest.noted``, at these indices): one dictionary look-up per header,

@@ -4,14 +4,18 @@ stores (in the delivery process, the stores' one writer).
 Each sealed period (``edgeplane.edge.request_journal``) becomes one Arrow record batch of ``http_requests`` rows
 (``RequestRows.batch``), appended to the store of the worker that journalled it; rows no batch can hold (a text Arrow
 refuses) and the rows kept whole (a firewall match) go to the store as dictionaries, which it keeps as JSON lines;
-``firewall_events`` records as a batch of their own. Once the store has written a period's records (``flush`` waits
-for its flusher), the period's file is deleted. A store that refuses (its disk fell behind) leaves the file in place,
-and the next ``take`` tries again: nothing the journal holds is dropped. A chunk that cannot be read (a damaged file)
-ends its period with a warning; the chunks before it are taken.
+``firewall_events`` records as a batch of their own. Once the store has written a period's records (``flush``), the
+period's file is deleted. A store that refuses (its disk fell behind) leaves the file in place, and a later ``take``
+tries again; a store that has not written them within ``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is
+not taken further until it has (so nothing is appended twice). A chunk that cannot be read (a damaged file) ends its
+period with a warning, and the chunks before it are taken; a period that cannot be converted at all is set aside
+as ``<period>.unreadable`` with an error in the log, and the others go on. Only the edge worker's bound on an
+untaken backlog (``logs.retention_bytes``) ever drops journalled records.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,7 @@ import pyarrow as pa
 import structlog
 from prometheus_client import Counter
 
-from edgeplane.edge.request_journal import delete_sealed, read_sealed, sealed_periods
+from edgeplane.edge.request_journal import delete_sealed, read_sealed, sealed_periods, set_aside
 from edgeplane.edge.request_log import HTTP_REQUESTS
 from edgeplane.edge.request_rows import Chunk, RequestRows
 from edgeplane.logs.log_store import LogStore, LogStoreError
@@ -33,14 +37,17 @@ _UNCONVERTED = (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError)
 
 RECORDS_REFUSED = Counter(
     "edgeplane_log_records_refused_total",
-    "Log records the log store refused for a while (its disk fell behind); they stay in the journal and are retried.",
+    "Log records the log store refused (its disk fell behind), counted at each try; they stay in the journal.",
     ["dataset"],
 )
 RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records appended to the log store.", ["dataset"])
 
 
+FLUSH_WAIT_SECONDS = 10.0  # how long a take waits for a store to write what it appended
+
+
 class StoreRefused(Exception):
-    """The store refused a period's records; its file stays for the next ``take``."""
+    """The store refused a period's records; its file stays for a later ``take``."""
 
 
 class JournalIntake:
@@ -53,23 +60,39 @@ class JournalIntake:
             dataset: (RECORDS_EMITTED.labels(dataset), RECORDS_REFUSED.labels(dataset))
             for dataset in (HTTP_REQUESTS, FIREWALL_EVENTS)
         }
+        # Periods appended to a store that had not written them when the take ended: deleted once it has.
+        self._unconfirmed: dict[Path, list[int]] = {}
 
     def take(self) -> int:
         """Appends every sealed period's records to its store, oldest first, waits until the stores have written
-        them, and deletes the periods' files; returns how many records that was. Blocks on the disk: an asyncio
-        caller runs it in a thread."""
+        them, and deletes the periods' files; returns how many records that was. Blocks on the disk (up to
+        ``FLUSH_WAIT_SECONDS`` a store): an asyncio caller runs it in a thread."""
         count = 0
         for directory, store in self.stores.items():
+            waiting = self._unconfirmed.pop(directory, [])
+            if waiting:
+                if not store.flush(timeout=0):
+                    self._unconfirmed[directory] = waiting
+                    continue  # nothing more for this store until it has written what it has
+                _delete(directory, waiting)
             taken: list[int] = []
-            for period in sealed_periods(directory):
-                try:
-                    count += self._append_period(store, directory, period)
-                except StoreRefused:
-                    break
-                taken.append(period)
-            if taken and store.flush(timeout=None):
-                for period in taken:
-                    delete_sealed(directory, period)
+            try:
+                for period in sealed_periods(directory):
+                    try:
+                        count += self._append_period(store, directory, period)
+                    except StoreRefused:
+                        break
+                    except (ValueError, IndexError, TypeError, OSError) as error:
+                        _set_aside(directory, period, error)
+                        continue
+                    taken.append(period)
+            finally:
+                if taken:
+                    if store.flush(timeout=FLUSH_WAIT_SECONDS):
+                        _delete(directory, taken)
+                    else:
+                        log.warning("log store slow to write: the journal waits", directory=str(directory))
+                        self._unconfirmed[directory] = taken
         return count
 
     def _append_period(self, store: LogStore, directory: Path, period: int) -> int:
@@ -78,9 +101,8 @@ class JournalIntake:
             try:
                 rows.extend(Chunk.decode(data))
             except ValueError as error:  # the rest of the period is skipped
-                log.warning(
-                    "request journal chunk unreadable", directory=str(directory), period=period, error=str(error)
-                )
+                reason = str(error)
+                log.warning("request journal chunk unreadable", directory=str(directory), period=period, error=reason)
                 break
         try:
             batch = rows.batch()
@@ -123,3 +145,23 @@ class JournalIntake:
             raise StoreRefused from None
         emitted.inc(count)
         return count
+
+
+def _delete(directory: Path, periods: list[int]) -> None:
+    for period in periods:
+        try:
+            delete_sealed(directory, period)
+        except OSError as error:  # taken again later: its records stored twice
+            log.warning("request journal period not deleted", directory=str(directory), period=period, error=str(error))
+
+
+def _set_aside(directory: Path, period: int, error: Exception) -> None:
+    """Renames a period that cannot be taken to ``<period>.unreadable``, out of the intake's way."""
+    log.error(
+        "request journal period unreadable: set aside",
+        directory=str(directory),
+        period=period,
+        error=f"{error.__class__.__name__}: {error}",
+    )
+    with contextlib.suppress(OSError):
+        set_aside(directory, period)

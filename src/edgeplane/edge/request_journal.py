@@ -10,7 +10,8 @@ another process. So the edge worker only journals: every 50 ms the rows added si
 of the period (``RequestLog``: a second, or ``max_rows`` rows) the file is **sealed**, renamed to
 ``<period>.sealed``, and never written again. The delivery process (``edgeplane.edge.journal_intake``) takes the
 sealed files in order, appends their rows to the worker's log store, waits until the store has written them, and
-deletes the files. A ``kill -9`` of the edge worker loses at most the last 50 ms of records: the files it left
+deletes the files. A ``kill -9`` of the edge worker loses at most the records of its last 100 ms (50 ms as answers
+not yet told to the request log, 50 ms as rows not yet journalled): the files it left
 unsealed are sealed when a worker starts on the same journal (``RequestJournal``), or by the delivery process for a
 partition no worker runs any more (``seal_leftovers``). A record whose period the store had written when the
 delivery process died is stored twice, never lost.
@@ -63,8 +64,8 @@ class RequestJournal:
 
     def __init__(self, directory: Path, *, max_backlog_bytes: int | None = None) -> None:
         """Seals the files a process that did not stop cleanly left in ``directory``: no one writes them any more.
-        ``max_backlog_bytes`` bounds the periods this journal sealed that the delivery process has not taken yet
-        (it is down, or cannot write the store): beyond it the oldest are deleted, with a warning."""
+        ``max_backlog_bytes`` bounds the sealed periods that the delivery process has not taken yet (it is down, or
+        cannot write the store), those found at start included: beyond it the oldest are deleted, with a warning."""
         self.directory = directory
         self.max_backlog_bytes = max_backlog_bytes
         directory.mkdir(parents=True, exist_ok=True)
@@ -77,10 +78,12 @@ class RequestJournal:
         self._descriptor, self._open_period = -1, -1  # the file being written, and its period (-1: none)
         self._size = 0  # the bytes of whole frames in it
         self._unwritten: list[bytes] = []  # frames of the open period whose write failed, in order
-        self._backlog: collections.deque[tuple[int, int]] = (
-            collections.deque()
-        )  # sealed, maybe not taken: (period, size)
-        self._backlog_bytes = 0
+        # The sealed periods that may not be taken yet, oldest first: (period, bytes); those found at start too.
+        self._backlog: collections.deque[tuple[int, int]] = collections.deque()
+        for period in sealed_periods(directory):
+            with contextlib.suppress(OSError):
+                self._backlog.append((period, _path(directory, period, _SEALED).stat().st_size))
+        self._backlog_bytes = sum(size for _period, size in self._backlog)
 
     @property
     def threaded(self) -> bool:
@@ -144,7 +147,10 @@ class RequestJournal:
                 log.warning("request journal seal failed", period=period, error=str(error))
             else:
                 if size:
-                    self._bound_backlog(period, size)
+                    try:
+                        self._bound_backlog(period, size)
+                    except OSError as error:  # tried again at the next seal
+                        log.warning("request journal backlog not trimmed", error=str(error))
 
     def _bound_backlog(self, period: int, size: int) -> None:
         """Counts a sealed period in the backlog, forgets those taken since (the oldest first: the delivery process
@@ -223,6 +229,11 @@ def read_sealed(directory: Path, period: int) -> list[bytes]:
 def delete_sealed(directory: Path, period: int) -> None:
     """Deletes a sealed period's file, once its rows are in the log store."""
     _path(directory, period, _SEALED).unlink(missing_ok=True)
+
+
+def set_aside(directory: Path, period: int) -> None:
+    """Renames a sealed period the intake cannot take to ``<period>.unreadable``, kept for inspection."""
+    os.rename(_path(directory, period, _SEALED), _path(directory, period, ".unreadable"))
 
 
 def seal_leftovers(directory: Path) -> list[int]:

@@ -156,6 +156,8 @@ class Chunk:
             raise ValueError("not a request journal chunk of a known version")
         if not isinstance(numbers, bytes) or len(numbers) != count * _NUMBERS.size:
             raise ValueError("a request journal chunk whose numbers do not match its rows")
+        if not isinstance(shape_numbers, bytes) or len(shape_numbers) != count * array("I").itemsize:
+            raise ValueError("a request journal chunk whose shape numbers do not match its rows")
         return cls(count, shapes, shape_numbers, rays, numbers, odd, events)
 
 
@@ -286,7 +288,10 @@ class RequestRows:
         for shape in chunk.shapes:
             self._shapes[shape] = len(self._shape_list)
             self._shape_list.append(shape)
-        self._shape_numbers.extend(array("I", chunk.shape_numbers))
+        numbers = array("I", chunk.shape_numbers)
+        if numbers and max(numbers) >= len(self._shape_list):
+            raise ValueError("a request journal chunk names a shape no earlier chunk of its period has")
+        self._shape_numbers.extend(numbers)
         self._rays.extend(chunk.rays)
         self._numbers += chunk.numbers
         self.odd.extend(chunk.odd)

@@ -28,13 +28,17 @@ RECONCILE_SECONDS = 0.5
 INTAKE_SECONDS = 0.1  # how often the journals are looked at for sealed periods
 
 
-def open_partition_stores(settings: Settings, workers: int) -> dict[int, SegmentedLogStore]:
-    """The log store of every edge worker's partition, writable, by worker: those of the ``workers`` that run, and
-    of any other worker that left a journal (before ``edge_workers`` was lowered). Such a worker has no one writing
-    its journal any more, so what it left unsealed is sealed here."""
+def open_partition_stores(
+    settings: Settings, workers: int, *, running: int | None = None
+) -> dict[int, SegmentedLogStore]:
+    """The log store of every edge worker's partition, writable, by worker: those of the ``workers`` configured,
+    and of any other worker that left a journal (before ``edge_workers`` was lowered). A worker that does not run
+    (``running``: how many do, ``workers`` by default) has no one writing its journal, so what it left unsealed is
+    sealed here."""
+    running = workers if running is None else running
     partition_workers = sorted(set(range(workers)) | set(journal_workers(settings.data_dir)))
     for worker in partition_workers:
-        if worker >= workers:
+        if worker >= running:
             seal_leftovers(journal_directory(settings.data_dir, worker))
     return {
         worker: SegmentedLogStore(
@@ -51,7 +55,7 @@ def take_journals(settings: Settings, workers: int) -> int:
     """Takes what the request journals hold into the log stores now, with no delivery process running (``edgeplane
     serve``, after the delivery process stopped: it may have been stopped before it was ready); returns how many
     records that was."""
-    stores = open_partition_stores(settings, workers)
+    stores = open_partition_stores(settings, workers, running=0)  # every worker has stopped
     try:
         return JournalIntake(
             {journal_directory(settings.data_dir, worker): store for worker, store in stores.items()}
@@ -103,8 +107,8 @@ async def _take_journals(intake: JournalIntake, stopping: asyncio.Event) -> None
         stopped = stopping.is_set()
         try:
             taken = await asyncio.to_thread(intake.take)
-        except OSError as error:  # a journal file that cannot be read or deleted: tried again
-            log.warning("request journal intake failed", error=str(error))
+        except Exception:  # a bug, or a journal directory that cannot be listed: logged, and tried again
+            log.exception("request journal intake failed")
             taken = 0
         if stopped:
             return

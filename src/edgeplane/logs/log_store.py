@@ -39,8 +39,8 @@ Durability contract of ``append``:
 
 Backpressure: the flusher may fall behind (a stalled or full disk). Records already accepted are never dropped; when
 ``max_buffer_bytes`` are waiting to be written, ``append`` refuses the whole call with ``LogStoreFullError`` (the
-edge counts the refused records in a metric and carries on serving the request). It never blocks: blocking would
-stall every request on the event loop behind one slow disk. ``stats()`` counts the refusals too.
+journal intake counts the refused records in a metric and leaves them in the journal for its next look). It never
+blocks: blocking would stall the caller's event loop behind one slow disk. ``stats()`` counts the refusals too.
 
 Retention: after each sync the flusher deletes whole segments, oldest first, never the one being written, when the
 dataset holds more than ``retention_bytes``, when a segment's newest record is older than ``retention_seconds``
@@ -48,11 +48,12 @@ dataset holds more than ``retention_bytes``, when a segment's newest record is o
 dataset without any cursor keeps what the two bounds allow). A read from a deleted position raises
 ``PositionLostError`` carrying the oldest available position and the number of records lost.
 
-Concurrency: one writer *process* per directory (the edge worker that owns it; two writers would corrupt it, and no
-lock file guards against that yet). Readers may be other threads of the writer's process, which see every flushed
-record, or other processes opening the directory with ``writable=False``, which see every record whose block is
-complete on disk. ``read`` never returns a partially written record. All file I/O runs on the flusher thread or on
-the reader's thread; ``append`` does none, so it is safe to call on the event loop.
+Concurrency: one writer *process* per directory (the delivery process, which takes every edge worker's journal
+into its partition; two writers would corrupt it, and no lock file guards against that yet). Readers may be other
+threads of the writer's process, which see every flushed record, or other processes opening the directory with
+``writable=False``, which see every record whose block is complete on disk. ``read`` never returns a partially
+written record. All file I/O runs on the flusher thread or on the reader's thread; ``append`` does none, so it is
+safe to call on an event loop.
 """
 
 from __future__ import annotations
