@@ -476,6 +476,14 @@ def _pid(process_owner: object) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
+def child_pids(pid: int | None) -> list[int]:
+    """The processes ``pid`` started (an edgeplane process's delivery process and development chain)."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()] if pid else []
+    except OSError:
+        return []
+
+
 # -- measuring and reporting ---------------------------------------------------------------------------------------
 
 

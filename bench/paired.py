@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         pids = {name: server.pid for name, server in servers.items()}
         time.sleep(3)  # past start-up: the delivery process and the chain finish importing
         for name in ("A", "B"):  # the delivery process, counted apart: on this CPU too, it takes the edge's records
-            for child in _children(pids[name]):
+            for child in load.child_pids(pids[name]):
                 pids[f"{name} child"] = child
         for number in range(1, args.rounds + 1):
             summary = load.measure(
@@ -117,13 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     low, high = differences[0], differences[-1]
     print(f"B-A: median {statistics.median(differences):+.1f} us/request (rounds from {low:+.1f} to {high:+.1f})")
     return 0
-
-
-def _children(pid: int | None) -> list[int]:
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()] if pid else []
-    except OSError:
-        return []
 
 
 if __name__ == "__main__":

@@ -666,10 +666,10 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
             for name, pid in (("logs-on", loadgen._pid(logs_on)), ("logs-off", loadgen._pid(logs_off)))
             if pid is not None
         }
-        for child in _children(pids.get("logs-on")):  # the delivery process: started only with logs on
+        for child in loadgen.child_pids(pids.get("logs-on")):  # the delivery process: started only with logs on
             pids[f"logs-on child {child}"] = child
         if args.children_apart:
-            for child in _children(pids.get("logs-on")) + _children(pids.get("logs-off")):
+            for child in loadgen.child_pids(pids.get("logs-on")) + loadgen.child_pids(pids.get("logs-off")):
                 os.sched_setaffinity(child, other_cpus)
         by_concurrency: dict[str, Any] = {}
         for concurrency in args.concurrency:
@@ -709,13 +709,6 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         if stored == 0 or stored_off != 0:
             raise RuntimeError(f"records stored: {stored} with logs on, {stored_off} with logs off")
     return {"concurrency": by_concurrency, "records_stored": {"logs-on": stored, "logs-off": stored_off}}
-
-
-def _children(pid: int | None) -> list[int]:
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()] if pid else []
-    except OSError:
-        return []
 
 
 def _cpu_per_request(summary: Any, name: str) -> float | None:

@@ -150,8 +150,10 @@ async def serve(settings: Settings) -> None:
     worker_sockets = [join_listener(edge_socket) for _ in range(settings.edge_worker_count - 1)]
     workers = _edge_workers(settings, edge_settings, worker_sockets, database.url)
     delivery = _delivery(settings, edge_settings, database.url) if settings.logs.enabled else None
-    for worker in [*workers, *([delivery] if delivery is not None else [])]:
+    for worker in workers:
         await worker.start()
+    if delivery is not None:
+        await delivery.start()
     api = asgi_server(build_api_app(plane))
 
     def stop() -> None:

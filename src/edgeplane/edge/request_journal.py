@@ -52,6 +52,7 @@ log = structlog.get_logger(__name__)
 _FRAME: Final = struct.Struct("<II")
 _OPEN: Final = ".journal"  # a period being written
 _SEALED: Final = ".sealed"  # a period written whole, for the delivery process to take
+_SET_ASIDE: Final = ".unreadable"  # a sealed period the delivery process could not take
 JOURNAL_DROPPED_BYTES = Counter(
     "edgeplane_log_journal_dropped_bytes_total",
     "Bytes of request journal periods deleted untaken (the delivery process fell behind by more than the bound).",
@@ -70,8 +71,9 @@ class RequestJournal:
         self.max_backlog_bytes = max_backlog_bytes
         directory.mkdir(parents=True, exist_ok=True)
         seal_leftovers(directory)
-        earlier = _periods(directory, _OPEN) + sealed_periods(directory)
-        self.period = max(earlier) + 1 if earlier else 0  # the period new chunks belong to
+        sealed = sealed_periods(directory)
+        earlier = sealed + _periods(directory, _SET_ASIDE)
+        self.period = max(earlier) + 1 if earlier else 0  # the period new chunks belong to: never a used number
         self.write_errors = 0
         self._queue: queue.SimpleQueue[tuple[str, int, bytes]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None  # started by the first slow write
@@ -80,7 +82,7 @@ class RequestJournal:
         self._unwritten: list[bytes] = []  # frames of the open period whose write failed, in order
         # The sealed periods that may not be taken yet, oldest first: (period, bytes); those found at start too.
         self._backlog: collections.deque[tuple[int, int]] = collections.deque()
-        for period in sealed_periods(directory):
+        for period in sealed:
             with contextlib.suppress(OSError):
                 self._backlog.append((period, _path(directory, period, _SEALED).stat().st_size))
         self._backlog_bytes = sum(size for _period, size in self._backlog)
@@ -233,7 +235,7 @@ def delete_sealed(directory: Path, period: int) -> None:
 
 def set_aside(directory: Path, period: int) -> None:
     """Renames a sealed period the intake cannot take to ``<period>.unreadable``, kept for inspection."""
-    os.rename(_path(directory, period, _SEALED), _path(directory, period, ".unreadable"))
+    os.rename(_path(directory, period, _SEALED), _path(directory, period, _SET_ASIDE))
 
 
 def seal_leftovers(directory: Path) -> list[int]:

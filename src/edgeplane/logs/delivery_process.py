@@ -51,15 +51,18 @@ def open_partition_stores(
     }
 
 
+def journal_intake(settings: Settings, stores: dict[int, SegmentedLogStore]) -> JournalIntake:
+    """The intake of each worker's journal into its partition's store."""
+    return JournalIntake({journal_directory(settings.data_dir, worker): store for worker, store in stores.items()})
+
+
 def take_journals(settings: Settings, workers: int) -> int:
     """Takes what the request journals hold into the log stores now, with no delivery process running (``edgeplane
     serve``, after the delivery process stopped: it may have been stopped before it was ready); returns how many
     records that was."""
     stores = open_partition_stores(settings, workers, running=0)  # every worker has stopped
     try:
-        return JournalIntake(
-            {journal_directory(settings.data_dir, worker): store for worker, store in stores.items()}
-        ).take()
+        return journal_intake(settings, stores).take()
     finally:
         for store in stores.values():
             store.close()
@@ -74,7 +77,7 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
     follower = asyncio.create_task(follow_configuration(database, snapshots))
     stores = await asyncio.to_thread(open_partition_stores, settings, workers)
-    intake = JournalIntake({journal_directory(settings.data_dir, worker): store for worker, store in stores.items()})
+    intake = journal_intake(settings, stores)
     partitions = [
         SegmentedLogStore(partition_directory(settings.data_dir, worker), writable=False) for worker in stores
     ]

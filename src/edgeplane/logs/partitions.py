@@ -14,12 +14,7 @@ def partition_directory(data_dir: Path, worker: int) -> Path:
 
 def partitions_under(data_dir: Path) -> list[Path]:
     """The log store partitions that exist in a data directory (not the request journals beside them)."""
-    root = data_dir / "logs"
-    if not root.is_dir():
-        return []
-    return sorted(
-        path for path in root.glob(f"{_PREFIX}*") if path.name.removeprefix(_PREFIX).isdigit() and path.is_dir()
-    )
+    return [path for _worker, path in _numbered(data_dir, "")]
 
 
 def journal_directory(data_dir: Path, worker: int) -> Path:
@@ -30,12 +25,17 @@ def journal_directory(data_dir: Path, worker: int) -> Path:
 
 def journal_workers(data_dir: Path) -> list[int]:
     """The edge workers that have a request journal directory in a data directory."""
+    return [worker for worker, _path in _numbered(data_dir, ".journal")]
+
+
+def _numbered(data_dir: Path, suffix: str) -> list[tuple[int, Path]]:
+    """The directories ``edge-<worker><suffix>`` under ``<data dir>/logs``, by worker."""
     root = data_dir / "logs"
     if not root.is_dir():
         return []
     found = []
-    for path in root.glob(f"{_PREFIX}*.journal"):
-        number = path.name.removeprefix(_PREFIX).removesuffix(".journal")
+    for path in root.glob(f"{_PREFIX}*{suffix}"):
+        number = path.name.removeprefix(_PREFIX).removesuffix(suffix)
         if number.isdigit() and path.is_dir():
-            found.append(int(number))
+            found.append((int(number), path))
     return sorted(found)
