@@ -28,13 +28,35 @@ import struct
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange
-from edgeplane.edge.http_server import REFERER, REQUESTED_WITH, USER_AGENT, Answer
+from edgeplane.edge.http_server import (
+    NOTED_HEADERS,
+    REFERER,
+    REQUESTED_WITH,
+    USER_AGENT,
+    Answer,
+    EdgeRequest,
+    EdgeResponse,
+)
+from edgeplane.store.snapshot import ZoneRoute
+from edgeplane.waf.firewall import ALLOWED
+
+row_builder: ModuleType | None
+try:  # the loop of ``add_answers`` in C (``row_builder.c``), built when a C compiler was at hand at install time
+    from edgeplane.edge import row_builder as _compiled
+except ImportError:  # pragma: no cover - installed without a compiler: the Python loop does all the work
+    row_builder = None
+else:
+    _compiled.setup(
+        EdgeRequest, EdgeResponse, Exchange, ZoneRoute, ALLOWED, len(NOTED_HEADERS), USER_AGENT, REFERER, REQUESTED_WITH
+    )
+    row_builder = _compiled
 
 # The numeric fields of a row, in the order ``RequestRows.add`` appends them; -1 is a missing origin value.
 NUMBER_COLUMNS: Final = (
@@ -54,8 +76,12 @@ _MISSING_WHEN_NEGATIVE: Final = ("OriginResponseStatus", "OriginResponseDuration
 CONSTANTS: Final = {"ClientRequestScheme": "http", "ClientRequestSource": "eyeball"}
 COPIES: Final = {"EdgeRequestHost": "ClientRequestHost"}
 _PROTOCOLS: Final = {"1.1": "HTTP/1.1", "1.0": "HTTP/1.0"}
-_JOURNAL_FORMAT: Final = 2
+_JOURNAL_FORMAT: Final = 3
 _FIRST_JOURNAL_FORMAT: Final = 1  # numbers a column at a time; still read
+_JOURNAL_FORMATS: Final = (_JOURNAL_FORMAT, 2, _FIRST_JOURNAL_FORMAT)  # 1 and 2: the ray ids as a list; still read
+# The ray ids of a chunk are one string, separated by this (a ray id is hex digits). Written as a list, they cost
+# marshal more than everything else in the chunk: it looks each string up in its table of shared objects.
+_RAY_SEPARATOR: Final = "\n"
 
 # A shape: the texts of a row, in this order (bytes as the request had them, decoded once per shape).
 SHAPE: Final = (
@@ -135,7 +161,7 @@ class Chunk:
                 self.count,
                 self.shapes,
                 self.shape_numbers,
-                self.rays,
+                _RAY_SEPARATOR.join(self.rays),  # one string: marshal refers to each string of a list by identity
                 self.numbers,
                 self.odd,
                 self.events,
@@ -150,9 +176,11 @@ class Chunk:
             version, count, shapes, shape_numbers, rays, numbers, odd, events = marshal.loads(data)  # noqa: S302  # our own journal, in the data directory
             if version == _FIRST_JOURNAL_FORMAT and len(numbers) == len(NUMBER_COLUMNS):
                 numbers = _interleaved(numbers, count)
-        except (EOFError, TypeError, ValueError) as error:
+            if version == _JOURNAL_FORMAT:
+                rays = rays.split(_RAY_SEPARATOR) if rays else []
+        except (AttributeError, EOFError, TypeError, ValueError) as error:
             raise ValueError(f"not a request journal chunk: {error}") from None
-        if version not in (_JOURNAL_FORMAT, _FIRST_JOURNAL_FORMAT) or len(rays) != count:
+        if version not in _JOURNAL_FORMATS or not isinstance(rays, list) or len(rays) != count:
             raise ValueError("not a request journal chunk of a known version")
         if not isinstance(numbers, bytes) or len(numbers) != count * _NUMBERS.size:
             raise ValueError("a request journal chunk whose numbers do not match its rows")
@@ -179,6 +207,7 @@ class RequestRows:
     ``records``) once."""
 
     def __init__(self) -> None:
+        self._last: list[Any] = [None, 0]  # the shape of the row ``row_builder`` added last, and its number
         self._shapes: dict[Shape, int] = {}
         self._shape_list: list[Shape] = []
         self._shape_numbers: list[int] = []
@@ -210,6 +239,8 @@ class RequestRows:
         pack = _NUMBERS.pack
         leftovers: list[Leftover] = []
         unstarted: list[Answer] = []
+        if row_builder is not None:  # it adds the ordinary rows and leaves the rest to the loop below
+            answers = row_builder.add_answers(answers, shapes, shape_list, shape_numbers, rays, packed, self._last)
         for answer in answers:
             request, response, sent_bytes, written_ns = answer
             exchange: Exchange = request.context  # type: ignore[assignment]  # checked on the next line
