@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ import pytest
 
 from edgeplane.logs.log_store import (
     LogStore,
+    LogStoreBusyError,
     LogStoreClosedError,
     LogStoreFullError,
     PositionAheadError,
@@ -399,3 +402,47 @@ def test_bounded_reads_return_every_record_once_in_order(tmp_path: Path, seed: i
                 assert batch.records == records[position : batch.next_position]
                 assert batch.records
                 position = batch.next_position
+
+
+def test_a_directory_has_one_writer_at_a_time(tmp_path: Path) -> None:
+    """A second writable store on a directory (a second ``edgeplane serve`` on the same data directory) is refused;
+    readers are not, and once the writer closes another may write."""
+    first = SegmentedLogStore(tmp_path, flush_interval=0.01)
+    first.append("http_requests", [b"one"])
+    with pytest.raises(LogStoreBusyError, match="another writer"):
+        SegmentedLogStore(tmp_path)
+    reader = SegmentedLogStore(tmp_path, writable=False)
+    first.close()
+    assert reader.read("http_requests", 0).records == [b"one"]
+    with SegmentedLogStore(tmp_path) as second:
+        second.append("http_requests", [b"two"])
+    assert SegmentedLogStore(tmp_path, writable=False).read("http_requests", 0).records == [b"one", b"two"]
+
+
+def test_the_writer_lock_goes_with_a_writer_that_dies(tmp_path: Path) -> None:
+    """The kernel lets go of a dead writer's lock: the next writer opens the directory without help."""
+    code = (
+        "import os, sys\n"
+        "from edgeplane.logs.log_store import SegmentedLogStore\n"
+        "store = SegmentedLogStore(sys.argv[1])\n"
+        "store.append('http_requests', [b'before the kill'])\n"
+        "store.flush()\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "ready\n"
+        with pytest.raises(LogStoreBusyError):
+            SegmentedLogStore(tmp_path)
+        child.kill()
+        child.wait(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+    with SegmentedLogStore(tmp_path) as store:
+        assert store.read("http_requests", 0).records == [b"before the kill"]

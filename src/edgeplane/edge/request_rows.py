@@ -15,6 +15,13 @@ Written here rather than with a library: the work is a fixed mapping from the ed
 columns; the standard ``struct``, ``array`` and ``marshal`` modules and Arrow's buffers and kernels do all of the
 generic part. The vectorised arithmetic uses Arrow's compute functions, so no further dependency is needed.
 
+In C, when it was compiled: ``add_answers`` hands its batch to ``row_builder`` (``row_builder.c``) first, which adds
+the rows of the ordinary answers exactly as the loop here would (the same shape tuples, numbers and ray ids, in the
+same lists and byte array) and gives back the others, in order, for the loop. In the interpreter the loop took about
+7,100 instructions a row, in C about 850; paired at concurrency 16 that is 1.2 µs less CPU per request, more than
+half of what logging cost the edge (``docs/benchmarks.md``). Without a compiler at install time the module is not
+built and the loop does every row; ``tests/edge/test_row_builder.py`` holds the two to the same records.
+
 Rows that do not fit (a number beyond 64 bits, a value of another type) and rows of requests the firewall matched
 (they carry ``Security*`` fields) are kept whole, as the store's dictionaries (``odd``, filled by the caller with
 ``record_of``); so are the ``firewall_events`` records of the matches (``events``). They are rare, and go to the

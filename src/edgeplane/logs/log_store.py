@@ -48,8 +48,11 @@ dataset holds more than ``retention_bytes``, when a segment's newest record is o
 dataset without any cursor keeps what the two bounds allow). A read from a deleted position raises
 ``PositionLostError`` carrying the oldest available position and the number of records lost.
 
-Concurrency: one writer *process* per directory (the delivery process, which takes every edge worker's journal
-into its partition; two writers would corrupt it, and no lock file guards against that yet). Readers may be other
+Concurrency: one writer per directory (the delivery process, which takes every edge worker's journal into its
+partition). A writable store holds an exclusive ``flock`` on ``<directory>/writer.lock`` from its opening to its
+``close``: a second writer, in this process or another (a second ``edgeplane serve`` on the same data directory), is
+refused with ``LogStoreBusyError`` instead of corrupting the segments, and the kernel lets go of the lock when its
+holder dies, so a crash leaves nothing to clean up. Readers may be other
 threads of the writer's process, which see every flushed record, or other processes opening the directory with
 ``writable=False``, which see every record whose block is complete on disk. ``read`` never returns a partially
 written record. All file I/O runs on the flusher thread or on the reader's thread; ``append`` does none, so it is
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import fcntl
 import os
 import re
 import struct
@@ -105,6 +109,10 @@ class LogStoreFullError(LogStoreError):
 
 class LogStoreClosedError(LogStoreError):
     """The store was closed, or was opened read-only and cannot be appended to."""
+
+
+class LogStoreBusyError(LogStoreError):
+    """Another writable store (in this process or another) holds the directory: it has one writer at a time."""
 
 
 class PositionLostError(LogStoreError):
@@ -286,6 +294,21 @@ class _Block:
         return self.position + HEADER_BYTES + self.payload_length
 
 
+def _lock_writer(directory: Path) -> int:
+    """The descriptor holding ``directory``'s writer lock (see the module docstring); raises ``LogStoreBusyError``
+    when another store holds it."""
+    descriptor = os.open(directory / "writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise LogStoreBusyError(f"another writer has the log store {directory} open") from None
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
 class SegmentedLogStore:
     """``LogStore`` on segment files under ``directory`` (created if absent). See the module docstring for the
     format, the durability contract and the concurrency rules.
@@ -337,10 +360,15 @@ class SegmentedLogStore:
         self._views: dict[str, _Published] = {}  # read-only: what was seen on disk last time
         self._verify: set[str] = set()  # read-only: datasets whose last segment is to be rescanned with CRCs
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._writer_lock = _lock_writer(self.directory) if writable else -1
         if writable:
-            names = {e.name for e in self.directory.iterdir() if e.is_dir() and _DATASET_NAME.fullmatch(e.name)}
-            for name in sorted(names | set(datasets)):
-                self._stream(name)
+            try:
+                names = {e.name for e in self.directory.iterdir() if e.is_dir() and _DATASET_NAME.fullmatch(e.name)}
+                for name in sorted(names | set(datasets)):
+                    self._stream(name)
+            except BaseException:
+                os.close(self._writer_lock)
+                raise
             self._thread: threading.Thread | None = threading.Thread(
                 target=self._run_flusher, name="log-store-flusher", daemon=True
             )
@@ -422,6 +450,9 @@ class SegmentedLogStore:
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
+        if self._writer_lock >= 0:
+            os.close(self._writer_lock)  # lets go of the lock: another writer may open the directory
+            self._writer_lock = -1
 
     def __enter__(self) -> SegmentedLogStore:
         return self
