@@ -24,7 +24,7 @@ from edgeplane.edge.request_journal import (
 )
 from edgeplane.edge.request_log import HTTP_REQUESTS, RequestLog
 from edgeplane.edge.request_rows import NUMBER_COLUMNS, Chunk
-from edgeplane.logs.log_store import SegmentedLogStore
+from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
 from edgeplane.waf.events import FIREWALL_EVENTS
 from edgeplane.waf.firewall import Verdict
 from tests.edge.test_request_log import emit, probe_match
@@ -306,3 +306,34 @@ def test_the_backlog_bound_counts_what_an_earlier_process_left(tmp_path: Path) -
     later.seal()
     assert sealed_periods(tmp_path) == [2, 3]
     later.close()
+
+
+class _RefusingRowsOnce(MemoryLogStore):
+    """Takes batches, and refuses the first records appended one by one (the rows kept whole)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusals = 1
+
+    def append_rows(self, dataset: str, rows: list[dict[str, Any]]) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise LogStoreFullError("full")
+        super().append_rows(dataset, rows)
+
+
+def test_a_period_the_store_took_in_part_goes_on_from_the_part_it_refused(tmp_path: Path) -> None:
+    """A period whose batch the store took and whose rows kept whole it refused: the next take appends those rows,
+    not the batch again."""
+    store = _RefusingRowsOnce()
+    journalled = JournalledStore(tmp_path, store=store)
+    log = journalled.log()
+    request, response, _sent_bytes, written_ns = _answers(1)[0]
+    log.emit([*_answers(3), (request, response, 1 << 70, written_ns)])  # three rows in the batch, one kept whole
+    intake = journalled.intake
+    assert intake.take() == 3  # the batch; the rows kept whole refused
+    assert sealed_periods(tmp_path) == [0]
+    assert intake.take() == 1  # the rows kept whole, and only they
+    assert sealed_periods(tmp_path) == []
+    assert len(store.records[HTTP_REQUESTS]) == 4
+    assert store.batches[HTTP_REQUESTS] == 1

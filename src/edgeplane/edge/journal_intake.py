@@ -6,8 +6,10 @@ Each sealed period (``edgeplane.edge.request_journal``) becomes one Arrow record
 refuses) and the rows kept whole (a firewall match) go to the store as dictionaries, which it keeps as JSON lines;
 ``firewall_events`` records as a batch of their own. Once the store has written a period's records (``flush``), the
 period's file is deleted. A store that refuses (its disk fell behind) leaves the file in place, and a later ``take``
-tries again; a store that has not written them within ``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is
-not taken further until it has (so nothing is appended twice). A chunk that cannot be read (a damaged file) ends its
+tries again, from the part it refused (a period goes in up to three parts: its batch, its rows kept whole, its
+firewall events; those the store took are not appended again); a store that has not written them within
+``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is not taken further until it has (so nothing is appended
+twice). A chunk that cannot be read (a damaged file) ends its
 period with a warning, and the chunks before it are taken; a period that cannot be converted at all is set aside
 as ``<period>.unreadable`` with an error in the log, and the others go on. Only the edge worker's bound on an
 untaken backlog (``logs.retention_bytes``) ever drops journalled records.
@@ -62,6 +64,8 @@ class JournalIntake:
         }
         # Periods appended to a store that had not written them when the take ended: deleted once it has.
         self._unconfirmed: dict[Path, list[int]] = {}
+        # How many parts of a period the store took before it refused one: the next take goes on from there.
+        self._parts_taken: dict[tuple[Path, int], int] = {}
 
     def take(self) -> int:
         """Appends every sealed period's records to its store, oldest first, waits until the stores have written
@@ -79,12 +83,15 @@ class JournalIntake:
             try:
                 for period in sealed_periods(directory):
                     try:
-                        count += self._append_period(store, directory, period)
-                    except StoreRefused:
-                        break
+                        appended, whole = self._append_period(store, directory, period)
                     except (ValueError, IndexError, TypeError, OSError) as error:
+                        self._parts_taken.pop((directory, period), None)
                         _set_aside(directory, period, error)
                         continue
+                    count += appended
+                    if not whole:
+                        break  # the store refused a part: the rest of this period, and the next, wait
+                    self._parts_taken.pop((directory, period), None)
                     taken.append(period)
             finally:
                 if taken:
@@ -95,7 +102,9 @@ class JournalIntake:
                         self._unconfirmed[directory] = taken
         return count
 
-    def _append_period(self, store: LogStore, directory: Path, period: int) -> int:
+    def _append_period(self, store: LogStore, directory: Path, period: int) -> tuple[int, bool]:
+        """Appends a period's parts the store has not taken yet: how many records that was, and whether the store
+        took them all (when it refuses one, the next take goes on from that part)."""
         rows = RequestRows()
         for data in read_sealed(directory, period):
             try:
@@ -104,18 +113,39 @@ class JournalIntake:
                 reason = str(error)
                 log.warning("request journal chunk unreadable", directory=str(directory), period=period, error=reason)
                 break
-        try:
-            batch = rows.batch()
-        except _UNCONVERTED:
-            count = self._append(store, HTTP_REQUESTS, None, rows.records)
-        else:
-            count = self._append(store, HTTP_REQUESTS, batch, rows.records) if batch is not None else 0
-        if rows.odd:
-            count += self._append(store, HTTP_REQUESTS, None, lambda: rows.odd)
-        if rows.events:
-            events = rows.events
-            count += self._append(store, FIREWALL_EVENTS, batch_of_rows(FIREWALL_EVENTS, events), lambda: events)
-        return count
+        key = (directory, period)
+        count = 0
+        for part, append in enumerate(self._parts(store, rows)):
+            if part < self._parts_taken.get(key, 0):
+                continue  # taken by an earlier take, before the store refused a later part
+            try:
+                count += append()
+            except StoreRefused:
+                return count, False
+            self._parts_taken[key] = part + 1
+        return count, True
+
+    def _parts(self, store: LogStore, rows: RequestRows) -> list[Callable[[], int]]:
+        """The appends of a period's parts, in order: its batch (or, when no batch holds its rows, the rows as
+        dictionaries), its rows kept whole, its firewall events. Each returns how many records it appended."""
+
+        def requests() -> int:
+            try:
+                batch = rows.batch()
+            except _UNCONVERTED:
+                return self._append(store, HTTP_REQUESTS, None, rows.records)
+            return self._append(store, HTTP_REQUESTS, batch, rows.records) if batch is not None else 0
+
+        def kept_whole() -> int:
+            return self._append(store, HTTP_REQUESTS, None, lambda: rows.odd) if rows.odd else 0
+
+        def events() -> int:
+            if not rows.events:
+                return 0
+            batch = batch_of_rows(FIREWALL_EVENTS, rows.events)
+            return self._append(store, FIREWALL_EVENTS, batch, lambda: rows.events)
+
+        return [requests, kept_whole, events]
 
     def _append(
         self,
