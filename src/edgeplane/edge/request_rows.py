@@ -6,8 +6,8 @@ content type, edge address, country, ASN, zone, cache status) repeat from one re
 them as the number of a **shape**: the tuple of those values, numbered once per journal period. Its numbers
 (port, sizes, status, timestamps, origin status and duration) are packed as machine integers (``struct``) onto one
 byte array, a row after the other, and its ray id goes to a list. A new row is one pack, a dictionary look-up and two
-list appends: on this path each Python operation counts, and appending each number to an ``array('q')`` of its own
-cost twice as much as the rest of the row. The journal takes the new bytes as they are; the record batch copies the
+list appends (packing all the numbers at once: appending each to an ``array('q')`` of its own cost twice as much as
+the rest of the row). The journal takes the new bytes as they are; the record batch copies the
 numbers into columns (strided slices, in C) and takes them as Arrow buffers. The texts become columns once per shape
 and are spread over the rows by an Arrow ``take``.
 
@@ -233,9 +233,8 @@ class RequestRows:
         64-bit integer), for the caller to build; and those whose exchange was not started (none, or no ray id),
         for the caller to start and add again. Requests marked ``NOT_LOGGED`` are skipped.
 
-        One loop over the batch, the row built in place and its numbers packed straight from the objects: at some
-        thousands of requests a second on one core, a function call per row (or per number), or a tuple of the
-        numbers to pack, is measurable (see the module docstring)."""
+        The ordinary rows are added by ``row_builder`` when it was compiled; the loop here adds the rest (all of
+        them without it) and is the reference the C module is tested against (see the module docstring)."""
         shapes, shape_list, shape_numbers, rays, packed = (
             self._shapes,
             self._shape_list,
@@ -249,7 +248,7 @@ class RequestRows:
         if row_builder is not None:  # it adds the ordinary rows and leaves the rest to the loop below
             answers = row_builder.add_answers(answers, shapes, shape_list, shape_numbers, rays, packed, self._last)
         for answer in answers:
-            request, response, sent_bytes, written_ns = answer
+            request, response, _sent_bytes, _written_ns = answer
             exchange: Exchange = request.context  # type: ignore[assignment]  # checked on the next line
             if exchange.__class__ is not Exchange or not exchange.ray_id:  # a class check costs less than isinstance
                 if exchange is not NOT_LOGGED:
@@ -273,24 +272,14 @@ class RequestRows:
                 zone.zone_name if zone else "",
                 exchange.cache_status,
             )
+            numbers = numbers_of(answer, exchange)
             if exchange.verdict.matches:  # rare: a firewall match
-                leftovers.append((answer, exchange, shape, numbers_of(answer, exchange)))
+                leftovers.append((answer, exchange, shape, numbers))
                 continue
-            origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
             try:
-                packed += pack(
-                    client[1] if client else 0,
-                    request.content_length,
-                    response.status,
-                    len(response.body),
-                    sent_bytes,
-                    exchange.started_ns,
-                    written_ns,
-                    -1 if origin_status is None else origin_status,
-                    -1 if origin_duration_ms is None else origin_duration_ms,
-                )
+                packed += pack(*numbers)
             except struct.error:
-                leftovers.append((answer, exchange, shape, numbers_of(answer, exchange)))
+                leftovers.append((answer, exchange, shape, numbers))
                 continue
             number = shapes.get(shape)
             if number is None:
@@ -392,9 +381,8 @@ class RequestRows:
 
 
 def numbers_of(answer: Answer, exchange: Exchange) -> tuple[int, ...]:
-    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS`` (a row kept whole). ``add_answers`` packs
-    the same values in place, without this call and its tuple; ``tests/edge/test_request_log_flushes.py`` holds
-    the two to the same records."""
+    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS``, as ``add_answers``'s Python loop packs
+    them (``row_builder.c`` packs the same values for the ordinary rows)."""
     request, response, sent_bytes, written_ns = answer
     origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
     return (
