@@ -169,7 +169,13 @@ def test_a_chunk_of_the_first_format_is_read_with_its_numbers_packed_by_row() ->
     chunk = Chunk.decode(first)
     packed = struct.Struct(f"={len(NUMBER_COLUMNS)}q")
     assert list(packed.iter_unpack(chunk.numbers)) == rows
-    assert chunk.rays == ["a" * 16, "b" * 16, "c" * 16]
+    assert chunk.rays == "a" * 16 + "\n" + "b" * 16 + "\n" + "c" * 16 + "\n"
+
+
+def test_a_chunk_whose_ray_ids_hold_the_separator_is_refused() -> None:
+    second = marshal.dumps((2, 2, [], array("I", [0, 0]).tobytes(), ["a\nb", "c"], bytes(2 * 8 * 9), [], []))
+    with pytest.raises(ValueError, match="known version"):
+        Chunk.decode(second)
 
 
 def _answers(count: int, **changes: Any) -> list[Any]:

@@ -19,7 +19,10 @@ from tests.edge.test_request_log_flushes import _PLAIN, answer, answers
 
 # What is done to an answer besides its details: nothing (most), or one of the cases the Python loop takes.
 CHANGES = st.sampled_from(
-    ["none", "none", "none", "none", "unstarted", "not logged", "firewall", "no match", "huge", "subclass"]
+    [
+        *["none"] * 4,
+        *["unstarted", "not logged", "firewall", "no match", "huge", "subclass", "ray with separator", "ray not ASCII"],
+    ]
 )
 
 
@@ -43,6 +46,10 @@ def _changed(one: Answer, change: str) -> Answer:
         sent_bytes = 2**64
     elif change == "subclass":
         response = _OtherResponse(response.status, response.body, response.content_type)
+    elif change == "ray with separator":
+        exchange.ray_id += "\n"  # kept whole: the journal separates ray ids with newlines
+    elif change == "ray not ASCII":
+        exchange.ray_id += "é"  # not the C module's: the Python loop journals it as UTF-8
     return request, response, sent_bytes, written_ns
 
 

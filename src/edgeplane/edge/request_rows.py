@@ -5,11 +5,12 @@ A request's texts (client address, host, method, path, query, protocol, user age
 content type, edge address, country, ASN, zone, cache status) repeat from one request to the next, so a row keeps
 them as the number of a **shape**: the tuple of those values, numbered once per journal period. Its numbers
 (port, sizes, status, timestamps, origin status and duration) are packed as machine integers (``struct``) onto one
-byte array, a row after the other, and its ray id goes to a list. A new row is one pack, a dictionary look-up and two
-list appends (packing all the numbers at once: appending each to an ``array('q')`` of its own cost twice as much as
-the rest of the row). The journal takes the new bytes as they are; the record batch copies the
-numbers into columns (strided slices, in C) and takes them as Arrow buffers. The texts become columns once per shape
-and are spread over the rows by an Arrow ``take``.
+byte array, a row after the other; its shape's number (a 32-bit machine integer) and its ray id (ASCII, then a newline)
+go to two more byte arrays, so that no Python object is kept per row (packing all the numbers at once: appending each
+to an ``array('q')`` of its own cost twice as much as the rest of the row; a list of ray ids kept every ray id's
+string alive until the journal's look, and ``marshal`` then read them all again). The journal takes the new bytes as
+they are; the record batch copies the numbers into columns (strided slices, in C) and takes them as Arrow buffers.
+The texts become columns once per shape and are spread over the rows by an Arrow ``take``.
 
 Written here rather than with a library: the work is a fixed mapping from the edge's own objects to the dataset's
 columns; the standard ``struct``, ``array`` and ``marshal`` modules and Arrow's buffers and kernels do all of the
@@ -17,10 +18,11 @@ generic part. The vectorised arithmetic uses Arrow's compute functions, so no fu
 
 In C, when it was compiled: ``add_answers`` hands its batch to ``row_builder`` (``row_builder.c``) first, which adds
 the rows of the ordinary answers exactly as the loop here would (the same shape tuples, numbers and ray ids, in the
-same lists and byte array) and gives back the others, in order, for the loop. In the interpreter the loop took about
-7,100 instructions a row, in C about 850; paired at concurrency 16 that is 1.2 µs less CPU per request, more than
-half of what logging cost the edge (``docs/benchmarks.md``). Without a compiler at install time the module is not
-built and the loop does every row; ``tests/edge/test_row_builder.py`` holds the two to the same records.
+same dictionary, list and byte arrays) and gives back the others, in order, for the loop. In the interpreter the
+loop took about 7,100 instructions a row, in C about 850; paired at concurrency 16 that is 1.2 µs less CPU per
+request, more than half of what logging cost the edge (``docs/benchmarks.md``). Without a compiler at install time
+the module is not built and the loop does every row; ``tests/edge/test_row_builder.py`` holds the two to the same
+records.
 
 Rows that do not fit (a number beyond 64 bits, a value of another type) and rows of requests the firewall matched
 (they carry ``Security*`` fields) are kept whole, as the store's dictionaries (``odd``, filled by the caller with
@@ -89,6 +91,7 @@ _JOURNAL_FORMATS: Final = (_JOURNAL_FORMAT, 2, _FIRST_JOURNAL_FORMAT)  # 1 and 2
 # The ray ids of a chunk are one string, separated by this (a ray id is hex digits). Written as a list, they cost
 # marshal more than everything else in the chunk: it looks each string up in its table of shared objects.
 _RAY_SEPARATOR: Final = "\n"
+_RAY_END: Final = b"\n"
 
 # A shape: the texts of a row, in this order (bytes as the request had them, decoded once per shape).
 SHAPE: Final = (
@@ -147,6 +150,7 @@ SHAPE_COLUMNS: Final[dict[str, tuple[pa.DataType, Callable[[Shape], Any]]]] = {
 # A row's numbers, packed: machine integers in the order of ``NUMBER_COLUMNS`` (native order, standard sizes, as
 # ``array("q")`` holds them).
 _NUMBERS: Final = struct.Struct(f"={len(NUMBER_COLUMNS)}q")
+_SHAPE_NUMBER: Final = struct.Struct("I")  # native, as row_builder.c writes it (and memoryview casts, "I")
 
 
 @dataclass(slots=True)
@@ -155,9 +159,9 @@ class Chunk:
 
     count: int  # rows in the packed numbers
     shapes: list[Shape]  # the shapes first used by these rows, numbered on from the earlier chunks of the period
-    shape_numbers: bytes
-    rays: list[str]
-    numbers: bytes  # the rows' numbers, packed one row after the other
+    shape_numbers: bytes | bytearray  # each row's shape number, a native 32-bit unsigned integer
+    rays: str  # the rows' ray ids, each followed by a newline
+    numbers: bytes | bytearray  # the rows' numbers, packed one row after the other
     odd: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -168,7 +172,7 @@ class Chunk:
                 self.count,
                 self.shapes,
                 self.shape_numbers,
-                _RAY_SEPARATOR.join(self.rays),  # one string: marshal refers to each string of a list by identity
+                self.rays[:-1],  # one string, separated: marshal refers to each string of a list by identity
                 self.numbers,
                 self.odd,
                 self.events,
@@ -183,17 +187,23 @@ class Chunk:
             version, count, shapes, shape_numbers, rays, numbers, odd, events = marshal.loads(data)  # noqa: S302  # our own journal, in the data directory
             if version == _FIRST_JOURNAL_FORMAT and len(numbers) == len(NUMBER_COLUMNS):
                 numbers = _interleaved(numbers, count)
-            if version == _JOURNAL_FORMAT:
-                rays = rays.split(_RAY_SEPARATOR) if rays else []
+            if version != _JOURNAL_FORMAT:  # 1 and 2: a list
+                rays = _RAY_SEPARATOR.join(rays) if isinstance(rays, list) and all(map(_plain_ray, rays)) else None
+            rays = rays + _RAY_SEPARATOR if count and isinstance(rays, str) else rays
         except (AttributeError, EOFError, TypeError, ValueError) as error:
             raise ValueError(f"not a request journal chunk: {error}") from None
-        if version not in _JOURNAL_FORMATS or not isinstance(rays, list) or len(rays) != count:
+        if version not in _JOURNAL_FORMATS or not isinstance(rays, str) or rays.count(_RAY_SEPARATOR) != count:
             raise ValueError("not a request journal chunk of a known version")
         if not isinstance(numbers, bytes) or len(numbers) != count * _NUMBERS.size:
             raise ValueError("a request journal chunk whose numbers do not match its rows")
         if not isinstance(shape_numbers, bytes) or len(shape_numbers) != count * array("I").itemsize:
             raise ValueError("a request journal chunk whose shape numbers do not match its rows")
         return cls(count, shapes, shape_numbers, rays, numbers, odd, events)
+
+
+def _plain_ray(ray: object) -> bool:
+    """Whether a ray id can be journalled between separators."""
+    return isinstance(ray, str) and _RAY_SEPARATOR not in ray
 
 
 def _interleaved(columns: list[bytes], count: int) -> bytes:
@@ -217,15 +227,15 @@ class RequestRows:
         self._last: list[Any] = [None, 0]  # the shape of the row ``row_builder`` added last, and its number
         self._shapes: dict[Shape, int] = {}
         self._shape_list: list[Shape] = []
-        self._shape_numbers: list[int] = []
-        self._rays: list[str] = []  # one per row in ``_numbers``
+        self._shape_numbers = bytearray()  # every row's shape number, packed (``_SHAPE_NUMBER``)
+        self._rays = bytearray()  # every row's ray id, UTF-8, each followed by a newline
         self._numbers = bytearray()  # every row's numbers, packed (``_NUMBERS``)
         self.odd: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self._shapes_chunked = 0  # shapes already in a chunk
 
     def __len__(self) -> int:
-        return len(self._rays) + len(self.odd)
+        return len(self._shape_numbers) // _SHAPE_NUMBER.size + len(self.odd)
 
     def add_answers(self, answers: list[Answer]) -> tuple[list[Leftover], list[Answer]]:
         """Adds a row for each answer whose request has a started ``Exchange``. Returns the answers it did not add:
@@ -242,7 +252,7 @@ class RequestRows:
             self._rays,
             self._numbers,
         )
-        pack = _NUMBERS.pack
+        pack, pack_shape_number = _NUMBERS.pack, _SHAPE_NUMBER.pack
         leftovers: list[Leftover] = []
         unstarted: list[Answer] = []
         if row_builder is not None:  # it adds the ordinary rows and leaves the rest to the loop below
@@ -273,11 +283,11 @@ class RequestRows:
                 exchange.cache_status,
             )
             numbers = numbers_of(answer, exchange)
-            if exchange.verdict.matches:  # rare: a firewall match
+            if exchange.verdict.matches or not _plain_ray(exchange.ray_id):  # rare: a firewall match, an odd id
                 leftovers.append((answer, exchange, shape, numbers))
                 continue
             try:
-                packed += pack(*numbers)
+                row = pack(*numbers)
             except struct.error:
                 leftovers.append((answer, exchange, shape, numbers))
                 continue
@@ -285,28 +295,29 @@ class RequestRows:
             if number is None:
                 number = shapes[shape] = len(shape_list)
                 shape_list.append(shape)
-            shape_numbers.append(number)
-            rays.append(exchange.ray_id)
+            packed += row
+            shape_numbers += pack_shape_number(number)
+            rays += exchange.ray_id.encode() + _RAY_END
         return leftovers, unstarted
 
     def take_chunk(self) -> Chunk | None:
         """What was added since the last chunk, which the rows then forget (the shapes they keep, numbered on);
         None when nothing was added."""
-        rays, odd = self._rays, self.odd
+        shape_numbers, odd = self._shape_numbers, self.odd
         shapes = len(self._shape_list)
-        if not (rays or odd or self.events) and shapes == self._shapes_chunked:
+        if not (shape_numbers or odd or self.events) and shapes == self._shapes_chunked:
             return None
         chunk = Chunk(
-            len(rays),
+            len(shape_numbers) // _SHAPE_NUMBER.size,
             self._shape_list[self._shapes_chunked :],
-            array("I", self._shape_numbers).tobytes(),
-            rays,
-            bytes(self._numbers),
+            shape_numbers,  # the chunk takes the byte arrays: no copy
+            self._rays.decode(),
+            self._numbers,
             odd,
             self.events,
         )
         self._shapes_chunked = shapes
-        self._shape_numbers, self._rays, self._numbers = [], [], bytearray()
+        self._shape_numbers, self._rays, self._numbers = bytearray(), bytearray(), bytearray()
         self.odd, self.events = [], []
         return chunk
 
@@ -315,11 +326,11 @@ class RequestRows:
         for shape in chunk.shapes:
             self._shapes[shape] = len(self._shape_list)
             self._shape_list.append(shape)
-        numbers = array("I", chunk.shape_numbers)
+        numbers = memoryview(chunk.shape_numbers).cast("I")
         if numbers and max(numbers) >= len(self._shape_list):
             raise ValueError("a request journal chunk names a shape no earlier chunk of its period has")
-        self._shape_numbers.extend(numbers)
-        self._rays.extend(chunk.rays)
+        self._shape_numbers += chunk.shape_numbers
+        self._rays += chunk.rays.encode()
         self._numbers += chunk.numbers
         self.odd.extend(chunk.odd)
         self.events.extend(chunk.events)
@@ -333,12 +344,12 @@ class RequestRows:
         """The rows in the packed numbers (not ``odd``) as one record batch of ``http_requests`` fields, None when
         there are none. Columns of nulls are left out. Raises ``pa.ArrowInvalid``, ``pa.ArrowTypeError`` or
         ``UnicodeError`` for a text Arrow cannot hold (``records`` then gives the rows)."""
-        count = len(self._rays)
+        count = len(self._shape_numbers) // _SHAPE_NUMBER.size
         if not count:
             return None
         names: list[str] = ["RayID"]
-        arrays: list[pa.Array] = [pa.array(self._rays, pa.string())]
-        indices = pa.array(self._shape_numbers, pa.uint32())
+        arrays: list[pa.Array] = [pa.array(self._ray_ids(), pa.string())]
+        indices = pa.Array.from_buffers(pa.uint32(), count, [None, pa.py_buffer(self._shape_numbers)])
         shapes = self._shape_list
         for name, (type_, value_of) in SHAPE_COLUMNS.items():
             column = pa.array([value_of(shape) for shape in shapes], type_)
@@ -375,9 +386,15 @@ class RequestRows:
         return [
             record_of(shapes[shape_number], ray_id, numbers)
             for shape_number, ray_id, numbers in zip(
-                self._shape_numbers, self._rays, _NUMBERS.iter_unpack(self._numbers), strict=True
+                memoryview(self._shape_numbers).cast("I"),
+                self._ray_ids(),
+                _NUMBERS.iter_unpack(self._numbers),
+                strict=True,
             )
         ]
+
+    def _ray_ids(self) -> list[str]:
+        return self._rays[:-1].decode().split(_RAY_SEPARATOR) if self._rays else []
 
 
 def numbers_of(answer: Answer, exchange: Exchange) -> tuple[int, ...]:

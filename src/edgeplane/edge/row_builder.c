@@ -2,9 +2,11 @@
 
    What it does: the loop of ``RequestRows.add_answers`` (``request_rows.py``) for the common answer, an allowed request
    whose values all have their usual types: the row's shape (the 15 texts of ``SHAPE``) numbered through the period's
-   dictionary of shapes, its nine numbers packed as native 64-bit integers onto the period's byte array, its ray id
-   appended. Every other answer (not started, not logged, a firewall match, a number beyond 64 bits, a value of an
-   unexpected type) is handed back, in order, for the Python loop, which handles every case and stays the reference:
+   dictionary of shapes (its number appended to a byte array as a native 32-bit integer), its nine numbers packed
+   as native 64-bit integers onto the period's byte array, its ray id and a newline appended to a third byte array
+   (no Python object is kept per row). Every other answer (not started, not logged, a firewall match, a number beyond
+   64 bits, an unusual ray id, a value of an unexpected type) is handed back, in order, for the Python loop, which
+   handles every case and stays the reference:
    ``tests/edge/test_row_builder.py`` holds the two to the same chunks. A row whose shape equals the previous row's
    reuses its number without building a tuple or looking it up (``last``).
 
@@ -19,15 +21,18 @@
    ``ZoneRoute``, all with ``__slots__``) and finds each attribute's slot offset from its member descriptor; a row
    then reads the slots directly, after checking each object's exact class, so an object of any other class (a
    subclass, a test double) goes to the Python loop. Every value read is borrowed from objects the caller holds; the
-   only references this module makes are those it stores (shape tuples, numbers, ray ids) and ``last``'s. */
+   only references this module makes are those it stores (shape tuples and their numbers) and ``last``'s. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdint.h>
 #include <string.h>
 
 #define SHAPE_SIZE 15
 #define NUMBER_COUNT 9
+/* The longest ray id journalled here (the edge's are 16 hex digits); a longer one goes to the Python loop. */
+#define MAX_RAY 64
 /* ``NOTED_HEADERS`` indices (``http_server.py``), checked by ``setup``. */
 #define NOTED_COUNT 8
 
@@ -132,23 +137,38 @@ static int as_origin_int64(PyObject *value, long long *out) {
     return as_int64(value, out);
 }
 
-/* Appends a row's numbers. ``PyByteArray_Resize`` alone grows the array by an eighth, copying it each time; this
-   doubles its allocation when full, so that a period's rows are copied a few times, not hundreds. */
-static int append_numbers(PyObject *numbers, const long long *row) {
-    Py_ssize_t size = PyByteArray_GET_SIZE(numbers), wanted = size + (Py_ssize_t)(NUMBER_COUNT * sizeof(long long));
-    if (wanted + 1 > ((PyByteArrayObject *)numbers)->ob_alloc &&
-        PyByteArray_Resize(numbers, wanted < 4096 ? 4096 : 2 * wanted))
+/* Appends ``length`` bytes to a byte array. ``PyByteArray_Resize`` alone grows the array by an eighth, copying it each
+   time; this doubles its allocation when full, so that a period's rows are copied a few times, not hundreds. */
+static int append_bytes(PyObject *array, const void *data, Py_ssize_t length) {
+    Py_ssize_t size = PyByteArray_GET_SIZE(array), wanted = size + length;
+    if (wanted + 1 > ((PyByteArrayObject *)array)->ob_alloc &&
+        PyByteArray_Resize(array, wanted < 4096 ? 4096 : 2 * wanted))
         return -1;
-    if (PyByteArray_Resize(numbers, wanted)) return -1; /* within the allocation: only the size changes */
-    memcpy(PyByteArray_AS_STRING(numbers) + size, row, NUMBER_COUNT * sizeof(long long));
+    if (PyByteArray_Resize(array, wanted)) return -1; /* within the allocation: only the size changes */
+    memcpy(PyByteArray_AS_STRING(array) + size, data, (size_t)length);
     return 0;
+}
+
+/* Whether a ray id can be journalled as it is: ASCII, at most ``MAX_RAY`` characters, no newline (the separator). */
+static int plain_ray(PyObject *ray) {
+    return PyUnicode_IS_COMPACT_ASCII(ray) && PyUnicode_GET_LENGTH(ray) <= MAX_RAY &&
+           memchr(PyUnicode_DATA(ray), '\n', (size_t)PyUnicode_GET_LENGTH(ray)) == NULL;
+}
+
+/* Appends a plain ray id and its separator to ``rays``. */
+static int append_ray(PyObject *rays, PyObject *ray) {
+    Py_ssize_t length = PyUnicode_GET_LENGTH(ray);
+    char entry[MAX_RAY + 1];
+    memcpy(entry, PyUnicode_DATA(ray), (size_t)length);
+    entry[length] = '\n';
+    return append_bytes(rays, entry, length + 1);
 }
 
 typedef struct {
     PyObject *shapes;        /* dict: shape -> its number */
     PyObject *shape_list;    /* list: the shapes, by number */
-    PyObject *shape_numbers; /* list: each row's shape number */
-    PyObject *rays;          /* list: each row's ray id */
+    PyObject *shape_numbers; /* bytearray: each row's shape number, a native 32-bit unsigned integer */
+    PyObject *rays;          /* bytearray: each row's ray id, ASCII, and a newline */
     PyObject *numbers;       /* bytearray: each row's numbers */
     PyObject *last;          /* list: [the previous row's shape or None, its number] */
 } Rows;
@@ -256,9 +276,18 @@ static int add_answer(Rows *rows, PyObject *answer, PyObject *empty) {
         as_int64(PyTuple_GET_ITEM(answer, 3), &row[6]) || as_origin_int64(origin_status, &row[7]) ||
         as_origin_int64(origin_ms, &row[8]))
         return 0; /* not a 64-bit integer: the row is kept whole */
+    if (!plain_ray(ray)) return 0; /* an unusual ray id: the Python loop takes the row */
     PyObject *number = shape_number(rows, texts);
-    if (number == NULL || PyList_Append(rows->shape_numbers, number) || PyList_Append(rows->rays, ray) ||
-        append_numbers(rows->numbers, row))
+    if (number == NULL) return -1;
+    size_t index = PyLong_AsSize_t(number);
+    if (index == (size_t)-1 && PyErr_Occurred()) return -1;
+    if (index > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_OverflowError, "more shapes in a period than 32 bits number");
+        return -1;
+    }
+    uint32_t shape_index = (uint32_t)index;
+    if (append_bytes(rows->shape_numbers, &shape_index, sizeof shape_index) || append_ray(rows->rays, ray) ||
+        append_bytes(rows->numbers, row, NUMBER_COUNT * sizeof(long long)))
         return -1;
     return 1;
 }
@@ -267,7 +296,7 @@ static PyObject *add_answers(PyObject *module, PyObject *args) {
     PyObject *answers;
     Rows rows;
     if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!", &PyList_Type, &answers, &PyDict_Type, &rows.shapes, &PyList_Type,
-                          &rows.shape_list, &PyList_Type, &rows.shape_numbers, &PyList_Type, &rows.rays,
+                          &rows.shape_list, &PyByteArray_Type, &rows.shape_numbers, &PyByteArray_Type, &rows.rays,
                           &PyByteArray_Type, &rows.numbers, &PyList_Type, &rows.last))
         return NULL;
     if (!layout_ready) {
@@ -304,7 +333,8 @@ static PyMethodDef methods[] = {
      "setup(request_type, response_type, exchange_type, zone_type, allowed, noted_count, user_agent, referer, "
      "requested_with): the classes whose slots rows are read from"},
     {"add_answers", add_answers, METH_VARARGS,
-     "add_answers(answers, shapes, shape_list, shape_numbers, rays, numbers, last) -> the answers not added"},
+     "add_answers(answers, shapes, shape_list, shape_numbers, rays, numbers, last) -> the answers not added "
+     "(shape_numbers, rays and numbers are byte arrays)"},
     {NULL, NULL, 0, NULL},
 };
 
