@@ -105,3 +105,27 @@ def test_a_row_like_the_one_before_reuses_its_shape() -> None:
     assert later is not None
     assert later.shapes == []
     assert list(memoryview(later.shape_numbers).cast("I")) == [0]
+
+
+def test_a_thousand_rows_give_the_python_loops_chunk() -> None:
+    """Past the byte arrays' first allocations (4 KiB, then doubled): the same bytes as the Python loop's."""
+
+    def chunk(*, native: bool) -> request_rows.Chunk:
+        with pytest.MonkeyPatch.context() as patch:
+            if not native:
+                patch.setattr(request_rows, "row_builder", None)
+            rows = RequestRows()
+            made = [answer(number, {**_PLAIN, "query": b"n=%d" % (number % 5)}) for number in range(1000)]
+            for start in range(0, len(made), 64):
+                assert rows.add_answers(made[start : start + 64]) == ([], [])
+            taken = rows.take_chunk()
+            assert taken is not None
+            return taken
+
+    native, python = chunk(native=True), chunk(native=False)
+    assert native.count == python.count == 1000
+    assert len(native.shapes) == len(python.shapes) == 5
+    assert (bytes(native.shape_numbers), native.rays) == (bytes(python.shape_numbers), python.rays)
+    assert native.rays.count("\n") == 1000
+    assert bytes(native.numbers) == bytes(python.numbers)
+    assert len(native.numbers) == 1000 * 9 * 8

@@ -138,14 +138,18 @@ static int as_origin_int64(PyObject *value, long long *out) {
 }
 
 /* Appends ``length`` bytes to a byte array. ``PyByteArray_Resize`` alone grows the array by an eighth, copying it each
-   time; this doubles its allocation when full, so that a period's rows are copied a few times, not hundreds. */
+   time, and shrinks an allocation more than twice the size to the size (so growing by hand, then setting the size
+   through it, would copy a small array at every append); this doubles the allocation when full and sets the size
+   itself, as ``PyByteArray_Resize`` does within the allocation. */
 static int append_bytes(PyObject *array, const void *data, Py_ssize_t length) {
-    Py_ssize_t size = PyByteArray_GET_SIZE(array), wanted = size + length;
-    if (wanted + 1 > ((PyByteArrayObject *)array)->ob_alloc &&
+    PyByteArrayObject *bytes = (PyByteArrayObject *)array;
+    Py_ssize_t size = Py_SIZE(array), wanted = size + length;
+    if (wanted + 1 > bytes->ob_alloc - (bytes->ob_start - bytes->ob_bytes) &&
         PyByteArray_Resize(array, wanted < 4096 ? 4096 : 2 * wanted))
         return -1;
-    if (PyByteArray_Resize(array, wanted)) return -1; /* within the allocation: only the size changes */
     memcpy(PyByteArray_AS_STRING(array) + size, data, (size_t)length);
+    Py_SET_SIZE(array, wanted);
+    PyByteArray_AS_STRING(array)[wanted] = '\0'; /* the trailing null a byte array keeps */
     return 0;
 }
 
