@@ -68,7 +68,7 @@ import socket
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Final, Protocol, cast
+from typing import Final, Protocol, TypeVar, cast
 from urllib.parse import unquote
 
 import httptools
@@ -399,7 +399,8 @@ class _HttpConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
         self._client = _address(transport.get_extra_info("peername"))
-        self._local = _address(transport.get_extra_info("sockname"))
+        local = _address(transport.get_extra_info("sockname"))
+        self._local = local if local is None else _LOCAL_ADDRESSES(local)
         self._server._add(self)
         if self._server.stopping:
             self._close()
@@ -471,12 +472,13 @@ class _HttpConnection(asyncio.Protocol):
             return
         self._in_head = False
         parser = self._parser
+        version = parser.get_http_version()
         request = EdgeRequest(
             method=_METHODS(parser.get_method()),
             path="",
             query_string=b"",
             headers=self._headers,
-            http_version=parser.get_http_version(),
+            http_version=_VERSIONS.get(version, version),
             client=self._client,
             server=self._local,
         )
@@ -712,5 +714,17 @@ _METHODS: BoundedMemo[bytes, str] = BoundedMemo(bytes.decode)  # httptools accep
 
 def _address(value: object) -> tuple[str, int] | None:
     if isinstance(value, tuple) and len(value) >= 2:
-        return str(value[0]), int(value[1])
+        return _ADDRESS_TEXTS(str(value[0])), int(value[1])
     return None
+
+
+def _same(value: _Value) -> _Value:
+    return value
+
+
+_Value = TypeVar("_Value")
+# The addresses of connections recur (a client's many connections, every connection's local address) and so do HTTP
+# versions: one object each, which the request log's rows compare by identity (see ``edgeplane.bounded_memo``).
+_ADDRESS_TEXTS: BoundedMemo[str, str] = BoundedMemo(_same)
+_LOCAL_ADDRESSES: BoundedMemo[tuple[str, int], tuple[str, int]] = BoundedMemo(_same)
+_VERSIONS: Final = {"1.1": "1.1", "1.0": "1.0"}
