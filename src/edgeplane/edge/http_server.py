@@ -718,11 +718,13 @@ def _address(value: object) -> tuple[str, int] | None:
     return None
 
 
+_Value = TypeVar("_Value")
+
+
 def _same(value: _Value) -> _Value:
     return value
 
 
-_Value = TypeVar("_Value")
 # The addresses of connections recur (a client's many connections, every connection's local address) and so do HTTP
 # versions: one object each, which the request log's rows compare by identity (see ``edgeplane.bounded_memo``).
 _ADDRESS_TEXTS: BoundedMemo[str, str] = BoundedMemo(_same)
