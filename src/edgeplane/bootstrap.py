@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from edgeplane.store.database import Database
 
 BOOTSTRAP_ZONE_NAME = "localhost"
@@ -67,6 +69,7 @@ def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
 
     with database.session() as session:
         if session.scalars(select(Account)).first() is not None:
+            _upgrade_bootstrap_tokens(session)
             return False
         credentials, _ = ensure_credentials(data_dir)
         user_id = new_object_id()
@@ -88,14 +91,7 @@ def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
                 name="bootstrap token",
                 value_hash=secret_hash(credentials.api_token),
                 status="active",
-                policies=[
-                    {
-                        "id": new_object_id(),
-                        "effect": "allow",
-                        "resources": {f"com.cloudflare.api.account.{credentials.account_id}": "*"},
-                        "permission_groups": [{"id": "bootstrap", "name": "All permissions"}],
-                    }
-                ],
+                policies=bootstrap_policies(credentials.account_id, user_id),
             )
         )
         zone = Zone(
@@ -123,6 +119,52 @@ def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
                 )
             )
     return True
+
+
+def bootstrap_policies(account_id: str, user_id: str) -> list[dict[str, object]]:
+    """The bootstrap token's policies: every permission group on the account and all its zones, and the API Tokens
+    groups on the user (what the global API key can do)."""
+    from edgeplane.api.permissions import USER_SCOPE, permission_catalogue
+
+    groups = permission_catalogue().groups
+    return [
+        {
+            "id": new_object_id(),
+            "effect": "allow",
+            "resources": {f"com.cloudflare.api.account.{account_id}": "*"},
+            "permission_groups": [{"id": g.id, "name": g.name} for g in groups if USER_SCOPE not in g.scopes],
+        },
+        {
+            "id": new_object_id(),
+            "effect": "allow",
+            "resources": {f"com.cloudflare.api.user.{user_id}": "*"},
+            "permission_groups": [{"id": g.id, "name": g.name} for g in groups if USER_SCOPE in g.scopes],
+        },
+    ]
+
+
+# The bootstrap token's only group before permission groups were enforced.
+_LEGACY_BOOTSTRAP_GROUP = {"id": "bootstrap", "name": "All permissions"}
+
+
+def _upgrade_bootstrap_tokens(session: Session) -> None:
+    """Gives a bootstrap token made before permission groups were enforced the policies it has now (its old group
+    names no permission this version knows, so it would otherwise grant nothing)."""
+    from sqlalchemy import select
+
+    from edgeplane.store.models import ApiToken, User
+
+    for token in session.scalars(select(ApiToken).where(ApiToken.name == "bootstrap token")).all():
+        policies = token.policies if isinstance(token.policies, list) else []
+        legacy = [
+            p for p in policies if isinstance(p, dict) and p.get("permission_groups") == [_LEGACY_BOOTSTRAP_GROUP]
+        ]
+        user = session.get(User, token.user_id)
+        if user is None or len(legacy) != 1 or len(policies) != 1:
+            continue
+        if legacy[0].get("resources") != {f"com.cloudflare.api.account.{user.account_id}": "*"}:
+            continue
+        token.policies = bootstrap_policies(user.account_id, user.id)
 
 
 def ensure_credentials(data_dir: Path) -> tuple[Credentials, bool]:

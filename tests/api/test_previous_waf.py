@@ -37,8 +37,8 @@ def waf(database: Database, tmp_path: Path) -> Iterator[Api]:
         for method in route.methods or ()
     }
     app.router.routes[0:0] = [
-        Route(V4 + path, plane.endpoint(handler), methods=[method])
-        for path, method, handler in [*previous_waf.ROUTES, *waf_migration.ROUTES]
+        Route(V4 + path, plane.endpoint(handler, access), methods=[method])
+        for path, method, handler, access in [*previous_waf.ROUTES, *waf_migration.ROUTES]
         if (V4 + path, method) not in served
     ]
     with TestClient(app) as client:

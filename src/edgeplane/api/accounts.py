@@ -7,7 +7,8 @@ from typing import Any
 from sqlalchemy import select
 
 from edgeplane.api.endpoint import ApiRequest, ApiResult, paginate
-from edgeplane.api.errors import ApiError, not_found
+from edgeplane.api.errors import not_found
+from edgeplane.api.permissions import Target
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.store.models import Account
 
@@ -24,12 +25,12 @@ def account_json(account: Account) -> dict[str, Any]:
 
 
 def visible_account(request: ApiRequest, account_id: str, *, write: bool = False) -> Account:
-    """The account, if the caller reaches it (404 otherwise; 403 when it may only read and ``write`` is asked)."""
+    """The account, if the caller reaches it (404 otherwise; 403 when it lacks the route's permission there, its
+    write form when ``write``)."""
     account = request.session.get(Account, account_id)
     if account is None or not request.principal.can_see_account(account.id):
         raise not_found(request.path)
-    if write and not request.principal.can_write_account(account.id):
-        raise ApiError(403, 10000, "Authentication error")
+    request.require(Target.account(account.id), write=write)
     return account
 
 

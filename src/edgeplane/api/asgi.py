@@ -15,8 +15,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from edgeplane.api import accounts, logpush, previous_waf, rulesets, tokens, waf_migration, web3_hostnames, zones
-from edgeplane.api.endpoint import ControlPlane, Handler, envelope_response
+from edgeplane.api.endpoint import ApiRoute, ControlPlane, envelope_response
 from edgeplane.api.errors import not_found
+from edgeplane.api.permissions import (
+    ANY_CALLER,
+    On,
+    body_write,
+    path_read,
+    path_write,
+    permission_catalogue,
+    user_read,
+    user_write,
+)
 
 V4 = "/client/v4"
 
@@ -41,48 +51,67 @@ async def unrouted(request: Request) -> Response:
     return envelope_response(error.status, success=False, errors=error.errors, result=None)
 
 
-def v4_routes(plane: ControlPlane) -> list[BaseRoute]:
-    """Every ``/client/v4`` resource."""
-    endpoint = plane.endpoint
-    table: list[tuple[str, str, Handler]] = [
-        ("/user/tokens/verify", "GET", tokens.verify_token),
-        ("/user/tokens", "GET", tokens.list_tokens),
-        ("/user/tokens", "POST", tokens.create_token),
-        ("/user/tokens/{token_id}", "GET", tokens.get_token),
-        ("/user/tokens/{token_id}", "DELETE", tokens.delete_token),
-        ("/accounts", "GET", accounts.list_accounts),
-        ("/accounts/{account_id}", "GET", accounts.get_account),
-        ("/zones", "GET", zones.list_zones),
-        ("/zones", "POST", zones.create_zone),
-        ("/zones/{zone_id}", "GET", zones.get_zone),
-        ("/zones/{zone_id}", "PATCH", zones.edit_zone),
-        ("/zones/{zone_id}", "DELETE", zones.delete_zone),
-        ("/zones/{zone_id}/web3/hostnames", "GET", web3_hostnames.list_hostnames),
-        ("/zones/{zone_id}/web3/hostnames", "POST", web3_hostnames.create_hostname),
-        ("/zones/{zone_id}/web3/hostnames/{identifier}", "GET", web3_hostnames.get_hostname),
-        ("/zones/{zone_id}/web3/hostnames/{identifier}", "PATCH", web3_hostnames.edit_hostname),
-        ("/zones/{zone_id}/web3/hostnames/{identifier}", "DELETE", web3_hostnames.delete_hostname),
+def v4_table(plane: ControlPlane) -> list[ApiRoute]:
+    """Every ``/client/v4`` route with the permission it needs: the whole permission model in one table."""
+    zone_read, zone_write = path_read("zone"), path_write("zone")
+    web3_read, web3_write = path_read("web3_hostnames"), path_write("web3_hostnames")
+    tokens_read, tokens_write = user_read("api_tokens"), user_write("api_tokens")
+    table = [
+        ApiRoute("/user/tokens/verify", "GET", tokens.verify_token, ANY_CALLER),
+        ApiRoute("/user/tokens/permission_groups", "GET", tokens.list_permission_groups, tokens_read),
+        ApiRoute("/user/tokens", "GET", tokens.list_tokens, tokens_read),
+        ApiRoute("/user/tokens", "POST", tokens.create_token, tokens_write),
+        ApiRoute("/user/tokens/{token_id}", "GET", tokens.get_token, tokens_read),
+        ApiRoute("/user/tokens/{token_id}", "DELETE", tokens.delete_token, tokens_write),
+        ApiRoute("/accounts", "GET", accounts.list_accounts, ANY_CALLER),
+        ApiRoute("/accounts/{account_id}", "GET", accounts.get_account, path_read("account_settings")),
+        ApiRoute("/zones", "GET", zones.list_zones, ANY_CALLER),
+        ApiRoute("/zones", "POST", zones.create_zone, body_write("zone")),
+        ApiRoute("/zones/{zone_id}", "GET", zones.get_zone, zone_read),
+        ApiRoute("/zones/{zone_id}", "PATCH", zones.edit_zone, zone_write),
+        ApiRoute("/zones/{zone_id}", "DELETE", zones.delete_zone, zone_write),
+        ApiRoute("/zones/{zone_id}/web3/hostnames", "GET", web3_hostnames.list_hostnames, web3_read),
+        ApiRoute("/zones/{zone_id}/web3/hostnames", "POST", web3_hostnames.create_hostname, web3_write),
+        ApiRoute("/zones/{zone_id}/web3/hostnames/{identifier}", "GET", web3_hostnames.get_hostname, web3_read),
+        ApiRoute("/zones/{zone_id}/web3/hostnames/{identifier}", "PATCH", web3_hostnames.edit_hostname, web3_write),
+        ApiRoute("/zones/{zone_id}/web3/hostnames/{identifier}", "DELETE", web3_hostnames.delete_hostname, web3_write),
     ]
     ownership = logpush.Ownership(plane.secret)
+    logs_read, logs_write = path_read("logs"), path_write("logs")
     for scope in ("/zones/{zone_id}", "/accounts/{account_id}"):
         base = scope + "/logpush"
         table += [
-            (base + "/jobs", "GET", logpush.list_jobs),
-            (base + "/jobs", "POST", logpush.create_job),
-            (base + "/jobs/{job_id}", "GET", logpush.get_job),
-            (base + "/jobs/{job_id}", "PUT", logpush.update_job),
-            (base + "/jobs/{job_id}", "DELETE", logpush.delete_job),
-            (base + "/datasets/{dataset}/fields", "GET", logpush.dataset_fields),
-            (base + "/datasets/{dataset}/jobs", "GET", logpush.dataset_jobs),
-            (base + "/ownership", "POST", ownership.request_challenge),
-            (base + "/ownership/validate", "POST", ownership.validate),
-            (base + "/validate/destination", "POST", logpush.validate_destination),
-            (base + "/validate/destination/exists", "POST", logpush.destination_exists),
-            (base + "/validate/origin", "POST", logpush.validate_origin),
+            ApiRoute(base + "/jobs", "GET", logpush.list_jobs, logs_read),
+            ApiRoute(base + "/jobs", "POST", logpush.create_job, logs_write),
+            ApiRoute(base + "/jobs/{job_id}", "GET", logpush.get_job, logs_read),
+            ApiRoute(base + "/jobs/{job_id}", "PUT", logpush.update_job, logs_write),
+            ApiRoute(base + "/jobs/{job_id}", "DELETE", logpush.delete_job, logs_write),
+            ApiRoute(base + "/datasets/{dataset}/fields", "GET", logpush.dataset_fields, logs_read),
+            ApiRoute(base + "/datasets/{dataset}/jobs", "GET", logpush.dataset_jobs, logs_read),
+            ApiRoute(base + "/ownership", "POST", ownership.request_challenge, logs_write),
+            ApiRoute(base + "/ownership/validate", "POST", ownership.validate, logs_write),
+            # Checking a destination reaches out to it (and tells whether it exists): a writer's act, not a reader's.
+            ApiRoute(base + "/validate/destination", "POST", logpush.validate_destination, logs_write),
+            ApiRoute(base + "/validate/destination/exists", "POST", logpush.destination_exists, logs_write),
+            ApiRoute(base + "/validate/origin", "POST", logpush.validate_origin, logs_read),
         ]
-    table += rulesets.ROUTES + previous_waf.ROUTES + waf_migration.ROUTES
-    # Starlette keeps looking past a route whose path matches but whose method does not.
-    return [Route(V4 + path, endpoint(handler), methods=[method]) for path, method, handler in table]
+    return table + rulesets.ROUTES + previous_waf.ROUTES + waf_migration.ROUTES
+
+
+def v4_routes(plane: ControlPlane) -> list[BaseRoute]:
+    """Every ``/client/v4`` resource. Raises ``ValueError`` for a route whose permission cannot be checked (a path
+    permission on a path naming no zone or account, or a family no permission group opens)."""
+    families = permission_catalogue().families
+    routes: list[BaseRoute] = []
+    for route in v4_table(plane):
+        permission = route.access.permission
+        if permission is not None and permission.family not in families:
+            raise ValueError(f"{route.method} {route.path}: no permission group opens {permission.family!r}")
+        if route.access.on is On.PATH and "{zone_id}" not in route.path and "{account_id}" not in route.path:
+            raise ValueError(f"{route.method} {route.path}: a path permission needs a zone or account in the path")
+        # Starlette keeps looking past a route whose path matches but whose method does not.
+        routes.append(Route(V4 + route.path, plane.endpoint(route.handler, route.access), methods=[route.method]))
+    return routes
 
 
 def build_api_app(plane: ControlPlane | None = None) -> Starlette:

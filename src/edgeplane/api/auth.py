@@ -1,147 +1,104 @@
 """Who is calling, and what they may reach.
 
-Two schemes, as the v4 API has them: ``Authorization: Bearer <token>`` (an API token, whose policies name the
-accounts and zones it reaches and whether it may write) and ``X-Auth-Email`` + ``X-Auth-Key`` (a user's global API
-key, which reaches everything of the user's account). An object outside the caller's reach is reported as not found
-(404), never as forbidden, so that callers learn nothing about other accounts.
-
-Token policies use the v4 shape: ``[{"effect": "allow", "resources": {...}, "permission_groups": [{"name": ...}]}]``
-with resources ``com.cloudflare.api.account.<account id>`` (the account and all its zones),
-``com.cloudflare.api.account.zone.<zone id>`` (one zone), or ``*`` in place of an id (all). Permission groups whose
-name ends in "Read" grant reading only; any other group grants reading and writing.
+Two schemes, as the v4 API has them: ``Authorization: Bearer <token>`` (an API token, whose policies say what it may
+read and write where: ``edgeplane.api.permissions``) and ``X-Auth-Email`` + ``X-Auth-Key`` (a user's global API key,
+which is the user: everything of the user's account, and the user's tokens). An object the caller holds no
+permission on is reported as not found (404), never as forbidden, so that callers learn nothing about other
+accounts; an object it reaches but may not act on that way is 403 (code 10000).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeplane.api.credentials import API_KEY_FORMAT, API_TOKEN_FORMAT, matches, secret_hash
-from edgeplane.api.errors import ApiError, authentication_error
-from edgeplane.store.models import ApiToken, User
+from edgeplane.api.errors import ApiError, authentication_error, not_found
+from edgeplane.api.permissions import (
+    USER_SCOPE,
+    Access,
+    On,
+    Permission,
+    Policy,
+    RouteAccess,
+    Target,
+    decide,
+    permission_catalogue,
+    stored_policies,
+)
+from edgeplane.store.models import Account, ApiToken, User, Zone
 
-_ACCOUNT = "com.cloudflare.api.account."
-_ZONE = "com.cloudflare.api.account.zone."
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """What one allow-policy reaches: accounts and zones (``*`` for all), and whether it may write."""
-
-    accounts: frozenset[str] = frozenset()
-    zones: frozenset[str] = frozenset()
-    write: bool = True
+ZONE_ID_FORMAT = "0123456789abcdef"
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The authenticated caller."""
+    """The authenticated caller: a user's global API key (``token_id`` None), or one of its API tokens."""
 
     user_id: str
     email: str
     account_id: str
     token_id: str | None = None
-    grants: tuple[Grant, ...] = field(default_factory=tuple)
+    policies: tuple[Policy, ...] = field(default_factory=tuple)
 
-    def _full(self) -> bool:
-        return self.token_id is None
+    def allows(self, permission: Permission, target: Target) -> bool:
+        """True when the caller may ``permission`` at ``target``: never outside its own user and account; the
+        global API key everywhere inside; a token as its policies decide."""
+        owner = self.user_id if target.scope == USER_SCOPE else self.account_id
+        if target.owner != owner:
+            return False
+        return self.token_id is None or decide(self.policies, permission, target)
+
+    def reaches(self, target: Target) -> bool:
+        """True when the caller holds some permission at ``target`` (objects it does not reach are not found)."""
+        families = permission_catalogue().families
+        return any(self.allows(Permission(family, Access.READ), target) for family in sorted(families))
 
     def can_see_account(self, account_id: str) -> bool:
-        """True when the caller reaches the account (its own, and the token allows it)."""
-        if account_id != self.account_id:
-            return False
-        return self._full() or any(account_id in g.accounts or "*" in g.accounts for g in self.grants)
+        """True when the caller reaches the account's own objects or all of its zones."""
+        return self.reaches(Target.account(account_id)) or self.reaches(Target.zones_of(account_id))
 
     def can_see_zone(self, account_id: str, zone_id: str) -> bool:
         """True when the caller reaches the zone."""
-        if account_id != self.account_id:
-            return False
-        if self._full():
-            return True
-        return any(
-            account_id in g.accounts or "*" in g.accounts or zone_id in g.zones or "*" in g.zones for g in self.grants
-        )
-
-    def can_write_account(self, account_id: str) -> bool:
-        """True when the caller may change the account's objects."""
-        if not self.can_see_account(account_id):
-            return False
-        return self._full() or any(g.write and (account_id in g.accounts or "*" in g.accounts) for g in self.grants)
-
-    def can_write_zone(self, account_id: str, zone_id: str) -> bool:
-        """True when the caller may change the zone's objects."""
-        if not self.can_see_zone(account_id, zone_id):
-            return False
-        return self._full() or any(
-            g.write and (account_id in g.accounts or "*" in g.accounts or zone_id in g.zones or "*" in g.zones)
-            for g in self.grants
-        )
+        return self.reaches(Target.zone(account_id, zone_id))
 
 
-def grants_from_policies(policies: list[Any]) -> tuple[Grant, ...]:
-    """The grants of a token's stored policies (deny policies and malformed entries grant nothing)."""
-    grants = []
-    for policy in policies:
-        if not isinstance(policy, Mapping) or policy.get("effect", "allow") != "allow":
-            continue
-        accounts: set[str] = set()
-        zones: set[str] = set()
-        _collect(policy.get("resources", {}), accounts, zones)
-        groups = policy.get("permission_groups") or []
-        names = [str(group.get("name", "")) for group in groups if isinstance(group, Mapping)]
-        write = not names or any(not name.endswith("Read") for name in names)
-        grants.append(Grant(accounts=frozenset(accounts), zones=frozenset(zones), write=write))
-    return tuple(grants)
+def forbidden() -> ApiError:
+    """HTTP 403, code 10000: the caller reaches the object but may not do this to it."""
+    return ApiError(403, 10000, "Authentication error")
 
 
-def _collect(resources: Any, accounts: set[str], zones: set[str]) -> None:
-    if not isinstance(resources, Mapping):
+def authorize(
+    principal: Principal, access: RouteAccess, path_params: Mapping[str, str], path: str, session: Session
+) -> None:
+    """Checks the route's permission before its handler runs (and before its body is read). For a route on the
+    path's zone or account: 404 when the caller reaches nothing there, 403 when it lacks the permission; for token
+    management: 403 without the API Tokens permission. ``BODY`` and ``CALLER`` routes are checked by their handler.
+    """
+    permission = access.permission
+    if permission is None or access.on in (On.BODY, On.CALLER):
         return
-    for key, value in resources.items():
-        key = str(key)
-        if key.startswith(_ZONE):
-            zones.add(key[len(_ZONE) :])
-        elif key.startswith(_ACCOUNT):
-            if isinstance(value, Mapping):
-                _collect(value, accounts, zones)  # zones of one account: {"...account.<id>": {"...zone.*": "*"}}
-                if any(str(inner).startswith(_ZONE + "*") for inner in value):
-                    accounts.add(key[len(_ACCOUNT) :])
-            else:
-                accounts.add(key[len(_ACCOUNT) :])
-
-
-def validate_policies(policies: Any) -> list[dict[str, Any]]:
-    """Checks the policies of a token being created; raises a 400 ``ApiError`` naming the problem."""
-    from edgeplane.api.errors import bad_request
-
-    if not isinstance(policies, list) or not policies:
-        raise bad_request("policies must be a non-empty array", pointer="/policies")
-    checked = []
-    for index, policy in enumerate(policies):
-        if not isinstance(policy, dict):
-            raise bad_request("a policy must be an object", pointer=f"/policies/{index}")
-        if policy.get("effect", "allow") not in ("allow", "deny"):
-            raise bad_request("effect must be allow or deny", pointer=f"/policies/{index}/effect")
-        if not isinstance(policy.get("resources"), dict) or not policy["resources"]:
-            raise bad_request("resources must be a non-empty object", pointer=f"/policies/{index}/resources")
-        groups = policy.get("permission_groups", [])
-        if not isinstance(groups, list) or not all(isinstance(group, dict) for group in groups):
-            raise bad_request(
-                "permission_groups must be an array of objects", pointer=f"/policies/{index}/permission_groups"
-            )
-        checked.append(
-            {
-                "id": policy.get("id") or secret_hash(repr(policy))[:32],
-                "effect": policy.get("effect", "allow"),
-                "resources": policy["resources"],
-                "permission_groups": groups,
-            }
-        )
-    return checked
+    if access.on is On.USER:
+        if not principal.allows(permission, Target.user(principal.user_id)):
+            raise forbidden()
+        return
+    if "zone_id" in path_params:
+        zone_id = path_params["zone_id"]
+        valid = len(zone_id) == 32 and all(c in ZONE_ID_FORMAT for c in zone_id)
+        zone = session.get(Zone, zone_id) if valid else None
+        if zone is None or not principal.can_see_zone(zone.account_id, zone.id):
+            raise not_found(path)
+        target = Target.zone(zone.account_id, zone.id)
+    else:
+        account = session.get(Account, path_params["account_id"])
+        if account is None or not principal.can_see_account(account.id):
+            raise not_found(path)
+        target = Target.account(account.id)
+    if not principal.allows(permission, target):
+        raise forbidden()
 
 
 def authenticate(headers: Mapping[str, str], session: Session) -> Principal:
@@ -170,7 +127,7 @@ def authenticate(headers: Mapping[str, str], session: Session) -> Principal:
             email=user.email,
             account_id=user.account_id,
             token_id=record.id,
-            grants=grants_from_policies(record.policies),
+            policies=stored_policies(record.policies),
         )
     if email is not None or key is not None:
         if not email or not key:

@@ -1,5 +1,9 @@
-"""The one path every control-plane request takes: read and parse the body, authenticate, run the handler in a
-worker thread inside one database transaction, and answer with a v4 envelope.
+"""The one path every control-plane request takes, in this order: refuse a declared body over the limit, authenticate
+and check the route's permission (headers only), read the body (stopping at the limit), parse it, run the handler in
+a worker thread inside one database transaction, and answer with a v4 envelope.
+
+Nothing of the body is read for a caller that is not allowed, and never more than ``max_body_bytes``: a refused
+request whose body was not read is answered with ``Connection: close``, so its remaining bytes are not read either.
 
 Handlers are plain synchronous functions of an ``ApiRequest``; they raise ``ApiError`` for anything the caller did
 wrong. The database work runs off the event loop, which the edge listener shares.
@@ -9,18 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import structlog
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from edgeplane.api.auth import Principal, authenticate
+from edgeplane.api.auth import Principal, authenticate, authorize, forbidden
 from edgeplane.api.errors import ApiError, bad_request
+from edgeplane.api.permissions import Access, Permission, RouteAccess, Target
 from edgeplane.store.database import Database
 from edgeplane.store.models import ConfigVersion
 
@@ -39,6 +44,17 @@ class ApiRequest:
     path_params: Mapping[str, str]
     query: Mapping[str, str]
     body: Any
+    access: RouteAccess
+
+    def require(self, target: Target, *, write: bool = False) -> None:
+        """403 unless the caller holds the route's permission at ``target`` (its write form when ``write``)."""
+        permission = self.access.permission
+        if permission is None:
+            raise forbidden()
+        if write:
+            permission = Permission(permission.family, Access.WRITE)
+        if not self.principal.allows(permission, target):
+            raise forbidden()
 
 
 @dataclass(slots=True)
@@ -56,6 +72,15 @@ class ApiResult:
 Handler = Callable[[ApiRequest], ApiResult]
 
 
+class ApiRoute(NamedTuple):
+    """One control-plane route: its path under ``/client/v4``, method, handler, and the permission it needs."""
+
+    path: str
+    method: str
+    handler: Handler
+    access: RouteAccess
+
+
 class ControlPlane:
     """The shared state of the API: the database, and who to tell when configuration changes."""
 
@@ -66,25 +91,33 @@ class ControlPlane:
         secret: bytes,
         on_change: Callable[[], None] | None = None,
         on_job_created: Callable[[str, int], None] | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.database = database
+        self.max_body_bytes = max_body_bytes
         self.secret = secret  # keys what the API derives rather than stores (ownership challenges)
         self.on_change = on_change or (lambda: None)
         # A new Logpush job starts at the current end of the logs: its cursors are placed when it is created.
         self.on_job_created = on_job_created or (lambda dataset, job_id: None)
 
-    def endpoint(self, handler: Handler) -> Callable[[Request], Any]:
-        """A Starlette endpoint running ``handler``."""
+    def endpoint(self, handler: Handler, access: RouteAccess) -> Callable[[Request], Any]:
+        """A Starlette endpoint running ``handler`` for callers that hold ``access``."""
 
         async def run(request: Request) -> Response:
-            raw = await request.body()
+            body_read = False
             try:
-                if len(raw) > MAX_BODY_BYTES:
-                    raise ApiError(413, 1003, f"request body larger than {MAX_BODY_BYTES} bytes")
-                body = _parse_body(raw)
-                result = await run_in_threadpool(self._run, handler, request, body)
+                refuse_declared_length(request.headers.get("content-length"), self.max_body_bytes)
+                principal = await run_in_threadpool(self._authorize, request, access)
+                raw = await read_body(request, self.max_body_bytes)
+                body_read = True
+                result = await run_in_threadpool(self._run, handler, access, request, principal, _parse_body(raw))
             except ApiError as error:
-                return envelope_response(error.status, success=False, errors=error.errors, result=None)
+                response = envelope_response(error.status, success=False, errors=error.errors, result=None)
+                if not body_read and _may_have_body(request):
+                    response.headers["connection"] = "close"  # the body's bytes are left unread
+                return response
+            except ClientDisconnect:
+                return Response(status_code=400)  # nobody is left to read it
             except Exception:  # a bug must still answer a coded envelope
                 log.exception("control plane handler failed", path=request.url.path)
                 return envelope_response(
@@ -101,10 +134,17 @@ class ControlPlane:
 
         return run
 
-    def _run(self, handler: Handler, request: Request, body: Any) -> ApiResult:
+    def _authorize(self, request: Request, access: RouteAccess) -> Principal:
         headers = {name.lower(): value for name, value in request.headers.items()}
         with self.database.session() as session:
             principal = authenticate(headers, session)
+            authorize(principal, access, request.path_params, request.url.path, session)
+        return principal
+
+    def _run(
+        self, handler: Handler, access: RouteAccess, request: Request, principal: Principal, body: Any
+    ) -> ApiResult:
+        with self.database.session() as session:
             result = handler(
                 ApiRequest(
                     principal=principal,
@@ -113,6 +153,7 @@ class ControlPlane:
                     path_params=request.path_params,
                     query=request.query_params,
                     body=body,
+                    access=access,
                 )
             )
             if result.changed:
@@ -122,6 +163,37 @@ class ControlPlane:
         if result.changed:
             self.on_change()
         return result
+
+
+def body_too_large(limit: int) -> ApiError:
+    """HTTP 413, code 1003: the request body is over the limit."""
+    return ApiError(413, 1003, f"request body larger than {limit} bytes")
+
+
+def refuse_declared_length(declared: str | None, limit: int) -> None:
+    """Raises 413 when ``Content-Length`` declares more than ``limit`` bytes (400 when it is not a number)."""
+    if declared is None:
+        return
+    if not declared.isdigit():
+        raise bad_request("Content-Length must be a number of bytes", code=6003)
+    if int(declared) > limit:
+        raise body_too_large(limit)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, read as it arrives; raises 413 as soon as more than ``limit`` bytes came (a chunked body
+    declares no length)."""
+    body = bytearray()
+    async for chunk in request.stream():
+        if len(body) + len(chunk) > limit:
+            raise body_too_large(limit)
+        body += chunk
+    return bytes(body)
+
+
+def _may_have_body(request: Request) -> bool:
+    declared = request.headers.get("content-length")
+    return "transfer-encoding" in request.headers or (declared is not None and declared != "0")
 
 
 def bump_config_version(session: Session) -> None:

@@ -18,8 +18,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeplane.api.endpoint import ApiRequest, ApiResult, Handler, reject_unknown, require_object
+from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, reject_unknown, require_object
 from edgeplane.api.errors import ApiError, bad_request, conflict, not_found
+from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.ruleset_validation import (
     CUSTOM_PHASE,
     ENTRYPOINT_EXISTS,
@@ -631,31 +632,33 @@ def deploy_default_rulesets(session: Session, zone: Zone) -> Ruleset | None:
 # ---- routes ----
 
 
-def _routes() -> list[tuple[str, str, Handler]]:
-    table: list[tuple[str, str, Handler]] = []
-    for scope in ("/zones/{zone_id}", "/accounts/{account_id}"):
+def _routes() -> list[ApiRoute]:
+    table: list[ApiRoute] = []
+    # Zone rulesets are the zone's WAF (Zone WAF Read/Write); the account's are Account Rulesets Read/Write.
+    for scope, family in (("/zones/{zone_id}", "zone_waf"), ("/accounts/{account_id}", "account_rulesets")):
+        read, write = path_read(family), path_write(family)
         base = scope + "/rulesets"
         entrypoint = base + "/phases/{phase}/entrypoint"
         table += [
-            (entrypoint, "GET", get_entrypoint),
-            (entrypoint, "PUT", put_entrypoint),
-            (entrypoint + "/versions", "GET", list_entrypoint_versions),
-            (entrypoint + "/versions/{version}", "GET", get_entrypoint_version),
-            (base, "GET", list_rulesets),
-            (base, "POST", create_ruleset),
-            (base + "/{ruleset_id}", "GET", get_ruleset),
-            (base + "/{ruleset_id}", "PUT", update_ruleset),
-            (base + "/{ruleset_id}", "DELETE", delete_ruleset),
-            (base + "/{ruleset_id}/rules", "POST", create_rule),
-            (base + "/{ruleset_id}/rules/{rule_id}", "PATCH", edit_rule),
-            (base + "/{ruleset_id}/rules/{rule_id}", "DELETE", delete_rule),
-            (base + "/{ruleset_id}/versions", "GET", list_versions),
-            (base + "/{ruleset_id}/versions/{version}", "GET", get_version),
-            (base + "/{ruleset_id}/versions/{version}", "DELETE", delete_version),
+            ApiRoute(entrypoint, "GET", get_entrypoint, read),
+            ApiRoute(entrypoint, "PUT", put_entrypoint, write),
+            ApiRoute(entrypoint + "/versions", "GET", list_entrypoint_versions, read),
+            ApiRoute(entrypoint + "/versions/{version}", "GET", get_entrypoint_version, read),
+            ApiRoute(base, "GET", list_rulesets, read),
+            ApiRoute(base, "POST", create_ruleset, write),
+            ApiRoute(base + "/{ruleset_id}", "GET", get_ruleset, read),
+            ApiRoute(base + "/{ruleset_id}", "PUT", update_ruleset, write),
+            ApiRoute(base + "/{ruleset_id}", "DELETE", delete_ruleset, write),
+            ApiRoute(base + "/{ruleset_id}/rules", "POST", create_rule, write),
+            ApiRoute(base + "/{ruleset_id}/rules/{rule_id}", "PATCH", edit_rule, write),
+            ApiRoute(base + "/{ruleset_id}/rules/{rule_id}", "DELETE", delete_rule, write),
+            ApiRoute(base + "/{ruleset_id}/versions", "GET", list_versions, read),
+            ApiRoute(base + "/{ruleset_id}/versions/{version}", "GET", get_version, read),
+            ApiRoute(base + "/{ruleset_id}/versions/{version}", "DELETE", delete_version, write),
         ]
     return table
 
 
-# Every Rulesets API route (path under ``/client/v4``, method, handler), in both scopes; the phase entrypoint paths
-# come before the ``/rulesets/{ruleset_id}`` paths.
-ROUTES: list[tuple[str, str, Handler]] = _routes()
+# Every Rulesets API route (path under ``/client/v4``, method, handler, permission), in both scopes; the phase
+# entrypoint paths come before the ``/rulesets/{ruleset_id}`` paths.
+ROUTES: list[ApiRoute] = _routes()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from edgeplane.api.accounts import visible_account
 from edgeplane.api.endpoint import ApiRequest
-from edgeplane.api.errors import ApiError
+from edgeplane.api.permissions import Target
 from edgeplane.api.zones import visible_zone
 
 
@@ -21,12 +21,11 @@ class Scope:
 
 def request_scope(request: ApiRequest, *, write: bool = False) -> Scope:
     """The scope the request's path names, checked against the caller: 404 for a zone or account the caller cannot
-    see, 403 when ``write`` and the caller may only read it."""
+    see, 403 when it lacks the route's permission there (its write form when ``write``)."""
     params = request.path_params
     if "zone_id" in params:
         zone = visible_zone(request, params["zone_id"])
-        if write and not request.principal.can_write_zone(zone.account_id, zone.id):
-            raise ApiError(403, 10000, "Authentication error")
+        request.require(Target.zone(zone.account_id, zone.id), write=write)
         return Scope(account_id=zone.account_id, zone_id=zone.id)
     account = visible_account(request, params["account_id"], write=write)
     return Scope(account_id=account.id, zone_id=None)

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from edgeplane.api.endpoint import ApiRequest, ApiResult, Handler
+from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute
 from edgeplane.api.errors import ApiError, bad_request
+from edgeplane.api.permissions import path_read
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.api.zones import visible_zone
 from edgeplane.store.models import Zone, utc_now
@@ -208,8 +209,9 @@ def _require_managed_rulesets_disabled(body: Any) -> None:
 
 
 _BASE = "/zones/{zone_id}/waf_migration"
-ROUTES: list[tuple[str, str, Handler]] = [
-    (_BASE + "/check", "GET", check),
-    (_BASE + "/config", "GET", config),
-    (_BASE + "/status", "GET", status),
+_READ = path_read("zone_waf")
+ROUTES: list[ApiRoute] = [
+    ApiRoute(_BASE + "/check", "GET", check, _READ),
+    ApiRoute(_BASE + "/config", "GET", config, _READ),
+    ApiRoute(_BASE + "/status", "GET", status, _READ),
 ]

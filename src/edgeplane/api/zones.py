@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 
 from edgeplane.api.auth import Principal
 from edgeplane.api.endpoint import ApiRequest, ApiResult, paginate, reject_unknown, require_object
-from edgeplane.api.errors import ApiError, bad_request, conflict, not_found
+from edgeplane.api.errors import bad_request, conflict, not_found
+from edgeplane.api.permissions import Target
 from edgeplane.api.plans import plan_by_reference, plan_object
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.bootstrap import new_object_id
@@ -54,10 +55,10 @@ def visible_zone(request: ApiRequest, zone_id: str) -> Zone:
 
 
 def writable_zone(request: ApiRequest, zone_id: str) -> Zone:
-    """The zone, if the caller may change it; 404 when it cannot see it, 403 when it may only read it."""
+    """The zone, if the caller may change it; 404 when it cannot see it, 403 when it lacks the route's write
+    permission there."""
     zone = visible_zone(request, zone_id)
-    if not request.principal.can_write_zone(zone.account_id, zone.id):
-        raise ApiError(403, 10000, "Authentication error")
+    request.require(Target.zone(zone.account_id, zone.id), write=True)
     return zone
 
 
@@ -102,8 +103,7 @@ def create_zone(request: ApiRequest) -> ApiResult:
     account_id = account.get("id") if isinstance(account, dict) else None
     if not isinstance(account_id, str) or not request.principal.can_see_account(account_id):
         raise bad_request("account.id must name an account you can use", code=1099, pointer="/account/id")
-    if not request.principal.can_write_account(account_id):
-        raise ApiError(403, 10000, "Authentication error")
+    request.require(Target.zones_of(account_id))  # Zone Write on every zone of the account
     zone_type = body.get("type", "full")
     if zone_type not in ("full", "partial", "secondary", "internal"):
         raise bad_request("type must be full, partial, secondary or internal", pointer="/type")

@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from edgeplane.api.endpoint import ApiRequest, ApiResult, paginate, require_object
+from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, paginate, require_object
 from edgeplane.api.errors import bad_request, not_found
+from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.api.zones import visible_zone, writable_zone
 from edgeplane.bootstrap import new_object_id
@@ -221,11 +222,13 @@ def delete_firewall_rule(request: ApiRequest) -> ApiResult:
 
 
 _BASE = "/zones/{zone_id}/firewall/rules"
+_READ, _WRITE = path_read("firewall_services"), path_write("firewall_services")
+
 ROUTES = [
-    (_BASE, "GET", list_firewall_rules),
-    (_BASE, "POST", create_firewall_rules),
-    (_BASE, "PUT", update_firewall_rules),
-    (_BASE + "/{rule_id}", "GET", get_firewall_rule),
-    (_BASE + "/{rule_id}", "PUT", update_firewall_rule),
-    (_BASE + "/{rule_id}", "DELETE", delete_firewall_rule),
+    ApiRoute(_BASE, "GET", list_firewall_rules, _READ),
+    ApiRoute(_BASE, "POST", create_firewall_rules, _WRITE),
+    ApiRoute(_BASE, "PUT", update_firewall_rules, _WRITE),
+    ApiRoute(_BASE + "/{rule_id}", "GET", get_firewall_rule, _READ),
+    ApiRoute(_BASE + "/{rule_id}", "PUT", update_firewall_rule, _WRITE),
+    ApiRoute(_BASE + "/{rule_id}", "DELETE", delete_firewall_rule, _WRITE),
 ]

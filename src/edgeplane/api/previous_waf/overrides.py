@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from edgeplane.api.endpoint import ApiRequest, ApiResult, paginate, reject_unknown, require_object
+from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, paginate, reject_unknown, require_object
 from edgeplane.api.errors import bad_request, not_found
+from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.previous_waf.availability import previous_waf_zone
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.bootstrap import new_object_id
@@ -179,10 +180,12 @@ def delete_override(request: ApiRequest) -> ApiResult:
 
 
 _BASE = "/zones/{zone_id}/firewall/waf/overrides"
+_READ, _WRITE = path_read("zone_waf"), path_write("zone_waf")
+
 ROUTES = [
-    (_BASE, "GET", list_overrides),
-    (_BASE, "POST", create_override),
-    (_BASE + "/{override_id}", "GET", get_override),
-    (_BASE + "/{override_id}", "PUT", update_override),
-    (_BASE + "/{override_id}", "DELETE", delete_override),
+    ApiRoute(_BASE, "GET", list_overrides, _READ),
+    ApiRoute(_BASE, "POST", create_override, _WRITE),
+    ApiRoute(_BASE + "/{override_id}", "GET", get_override, _READ),
+    ApiRoute(_BASE + "/{override_id}", "PUT", update_override, _WRITE),
+    ApiRoute(_BASE + "/{override_id}", "DELETE", delete_override, _WRITE),
 ]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeplane.api.endpoint import ApiRequest, ApiResult, paginate, reject_unknown, require_object
+from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, paginate, reject_unknown, require_object
 from edgeplane.api.errors import bad_request, not_found
+from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.previous_waf.availability import previous_waf_zone
 from edgeplane.store.previous_waf_models import PreviousWaf
 from edgeplane.waf.previous import (
@@ -216,14 +217,16 @@ def edit_rule(request: ApiRequest) -> ApiResult:
 
 
 _BASE = "/zones/{zone_id}/firewall/waf/packages"
+_READ, _WRITE = path_read("zone_waf"), path_write("zone_waf")
+
 ROUTES = [
-    (_BASE, "GET", list_packages),
-    (_BASE + "/{package_id}", "GET", get_package),
-    (_BASE + "/{package_id}", "PATCH", edit_package),
-    (_BASE + "/{package_id}/groups", "GET", list_groups),
-    (_BASE + "/{package_id}/groups/{group_id}", "GET", get_group),
-    (_BASE + "/{package_id}/groups/{group_id}", "PATCH", edit_group),
-    (_BASE + "/{package_id}/rules", "GET", list_rules),
-    (_BASE + "/{package_id}/rules/{rule_id}", "GET", get_rule),
-    (_BASE + "/{package_id}/rules/{rule_id}", "PATCH", edit_rule),
+    ApiRoute(_BASE, "GET", list_packages, _READ),
+    ApiRoute(_BASE + "/{package_id}", "GET", get_package, _READ),
+    ApiRoute(_BASE + "/{package_id}", "PATCH", edit_package, _WRITE),
+    ApiRoute(_BASE + "/{package_id}/groups", "GET", list_groups, _READ),
+    ApiRoute(_BASE + "/{package_id}/groups/{group_id}", "GET", get_group, _READ),
+    ApiRoute(_BASE + "/{package_id}/groups/{group_id}", "PATCH", edit_group, _WRITE),
+    ApiRoute(_BASE + "/{package_id}/rules", "GET", list_rules, _READ),
+    ApiRoute(_BASE + "/{package_id}/rules/{rule_id}", "GET", get_rule, _READ),
+    ApiRoute(_BASE + "/{package_id}/rules/{rule_id}", "PATCH", edit_rule, _WRITE),
 ]

@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from edgeplane.api.endpoint import ApiRequest, ApiResult, reject_unknown, require_object
+from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, reject_unknown, require_object
 from edgeplane.api.errors import bad_request, not_found
+from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.api.zones import visible_zone, writable_zone
 from edgeplane.bootstrap import new_object_id
@@ -150,10 +151,12 @@ def delete_page_rule(request: ApiRequest) -> ApiResult:
 
 
 _BASE = "/zones/{zone_id}/pagerules"
+_READ, _WRITE = path_read("page_rules"), path_write("page_rules")
+
 ROUTES = [
-    (_BASE, "GET", list_page_rules),
-    (_BASE, "POST", create_page_rule),
-    (_BASE + "/{pagerule_id}", "GET", get_page_rule),
-    (_BASE + "/{pagerule_id}", "PUT", update_page_rule),
-    (_BASE + "/{pagerule_id}", "DELETE", delete_page_rule),
+    ApiRoute(_BASE, "GET", list_page_rules, _READ),
+    ApiRoute(_BASE, "POST", create_page_rule, _WRITE),
+    ApiRoute(_BASE + "/{pagerule_id}", "GET", get_page_rule, _READ),
+    ApiRoute(_BASE + "/{pagerule_id}", "PUT", update_page_rule, _WRITE),
+    ApiRoute(_BASE + "/{pagerule_id}", "DELETE", delete_page_rule, _WRITE),
 ]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeplane.api.endpoint import ApiRequest, ApiResult, reject_unknown, require_object
+from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, reject_unknown, require_object
 from edgeplane.api.errors import bad_request
+from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.previous_waf.availability import previous_waf_zone
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.store.models import utc_now
@@ -38,7 +39,9 @@ def edit_waf_setting(request: ApiRequest) -> ApiResult:
     return ApiResult(setting_json(state), changed=True)
 
 
+_READ, _WRITE = path_read("zone_settings"), path_write("zone_settings")
+
 ROUTES = [
-    ("/zones/{zone_id}/settings/waf", "GET", get_waf_setting),
-    ("/zones/{zone_id}/settings/waf", "PATCH", edit_waf_setting),
+    ApiRoute("/zones/{zone_id}/settings/waf", "GET", get_waf_setting, _READ),
+    ApiRoute("/zones/{zone_id}/settings/waf", "PATCH", edit_waf_setting, _WRITE),
 ]
