@@ -163,14 +163,7 @@ def _checked_policy(policy: Any, principal: Principal, session: Session) -> dict
         raise PolicyError("resources must be a non-empty object", "/resources")
     resources = parse_resources(named)
     zone_accounts = {resource.id: _zone_account(resource, principal, session) for resource in resources}
-    groups = _groups(policy.get("permission_groups"))
-    for position, group in enumerate(groups):
-        if not any(resource.applies_to(group) for resource in resources):
-            raise PolicyError(
-                f"permission group {group.name!r} ({', '.join(sorted(group.scopes))}) applies to none of the "
-                "policy's resources",
-                f"/permission_groups/{position}",
-            )
+    groups = _groups(policy.get("permission_groups"), resources)
     if effect == "allow":
         for group in groups:
             for resource in resources:
@@ -192,7 +185,9 @@ def _checked_policy(policy: Any, principal: Principal, session: Session) -> dict
     }
 
 
-def _groups(entries: Any) -> list[PermissionGroup]:
+def _groups(entries: Any, resources: tuple[Resource, ...]) -> list[PermissionGroup]:
+    """The groups the entries name that apply to the policy's resources (a name such as "Logs Write" names one
+    group per scope); a 400 for an entry naming no group, or only groups of other scopes."""
     if not isinstance(entries, list) or not entries:
         raise PolicyError("permission_groups must be a non-empty array: a policy without one grants nothing", "")
     catalogue = permission_catalogue()
@@ -204,7 +199,14 @@ def _groups(entries: Any) -> list[PermissionGroup]:
                 "unknown permission group: name one of GET /user/tokens/permission_groups by id or name",
                 f"/permission_groups/{position}",
             )
-        groups += [group for group in found if group not in groups]
+        applicable = [group for group in found if any(resource.applies_to(group) for resource in resources)]
+        if not applicable:
+            raise PolicyError(
+                f"permission group {found[0].name!r} ({', '.join(sorted(found[0].scopes))}) applies to none of the "
+                "policy's resources",
+                f"/permission_groups/{position}",
+            )
+        groups += [group for group in applicable if group not in groups]
     return groups
 
 
