@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -142,6 +142,22 @@ class DevChainSettings(BaseModel):
     fresh: bool = Field(default=False, description="discard the stored chain at start")
 
 
+class DestinationSettings(BaseModel):
+    """Where Logpush destinations may lead (see docs/destinations.md#what-destinations-may-reach)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_networks: tuple[IPvAnyNetwork, ...] = Field(
+        default=(),
+        description="loopback, private, link-local or reserved networks destinations may reach all the same "
+        '(CIDR, such as "10.1.2.0/24" or "127.0.0.1/32"); cloud metadata addresses stay refused',
+    )
+    file_root: Path | None = Field(
+        default=None,
+        description="the directory every file:// destination must lie under; unset: <data dir>/destinations",
+    )
+
+
 class LogSettings(BaseModel):
     """Request logs: the log store between the edge and Logpush delivery."""
 
@@ -164,6 +180,7 @@ class LogSettings(BaseModel):
         description="MaxMind-format database (GeoLite2 ASN) giving the client's ASN when the trusted header is unset "
         "or absent from a request; may be the same file as client_country_database",
     )
+    destinations: DestinationSettings = Field(default_factory=DestinationSettings)
 
     @field_validator("client_country_database", "client_asn_database")
     @classmethod
@@ -176,6 +193,34 @@ class LogSettings(BaseModel):
         if not path.is_file():
             raise ValueError(f"no such file: {path}")
         return path
+
+
+class ApiSettings(BaseModel):
+    """Bounds of the API listener (``/client/v4``, ``/healthz``, ``/metrics``), which shares its process with an
+    edge worker: what one client may hold of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_body_bytes: int = Field(
+        default=1024 * 1024, ge=1024, description="larger request bodies are refused with 413, unread"
+    )
+    max_header_bytes: int = Field(
+        default=64 * 1024, ge=1024, description="request line and headers; larger heads are refused with 431"
+    )
+    max_connections: int = Field(
+        default=128,
+        ge=1,
+        description="open API connections; one more is answered 503 and closed at once (keep it well below the "
+        "process's open-file limit, which the edge shares)",
+    )
+    idle_timeout_seconds: float = Field(
+        default=15.0, gt=0, description="a connection with no request in progress is closed after this long"
+    )
+    request_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="a request's line, headers and body must all arrive within this long of its first byte",
+    )
 
 
 def _default_networks() -> dict[str, NetworkSettings]:
@@ -202,6 +247,7 @@ class Settings(BaseSettings):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     dev_chain: DevChainSettings = Field(default_factory=DevChainSettings)
     logs: LogSettings = Field(default_factory=LogSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
 
     @property
     def edge_worker_count(self) -> int:

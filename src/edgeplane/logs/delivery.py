@@ -37,7 +37,13 @@ from prometheus_client import Counter, Gauge
 from edgeplane.logs.column_format import ColumnEncoder, compile_column_encoder
 from edgeplane.logs.datasets import Dataset, load_dataset
 from edgeplane.logs.destination_conf import parse_destination_conf
-from edgeplane.logs.destinations import Destination, DestinationFailure, DestinationRejected, open_destination
+from edgeplane.logs.destinations import (
+    Destination,
+    DestinationFailure,
+    DestinationPolicy,
+    DestinationRejected,
+    open_destination,
+)
 from edgeplane.logs.filter_columns import compile_column_filter
 from edgeplane.logs.filter_compiler import compile_filter
 from edgeplane.logs.filter_parser import parse_filter
@@ -60,7 +66,9 @@ _READ_BYTES = 64 << 20  # a bound that lets a read take _READ_RECORDS records of
 _IDLE_SECONDS = 0.2
 _BACKOFF_FIRST = 1.0
 _BACKOFF_MAX = 60.0
-_MAX_BYTES_DEFAULT = 100 << 20  # when max_upload_bytes is 0: a bound all the same
+# The most formatted output a batch holds in memory, whatever max_upload_bytes allows (up to 1 GB): a batch is
+# flushed at this size at the latest, so each running job holds at most about this much.
+MAX_BATCH_BYTES = 100 << 20
 
 
 class JobStatus(Protocol):
@@ -156,7 +164,7 @@ def plan_job(job: dict[str, Any], snapshot: ConfigSnapshot) -> JobPlan:
         ),
         formatter=formatter,
         max_records=job.get("max_upload_records") or 100_000,
-        max_bytes=job.get("max_upload_bytes") or _MAX_BYTES_DEFAULT,
+        max_bytes=min(job.get("max_upload_bytes") or MAX_BATCH_BYTES, MAX_BATCH_BYTES),
         interval=float(job.get("max_upload_interval_seconds") or 30),
         destination_conf=job["destination_conf"],
     )
@@ -340,18 +348,22 @@ def _runs(parts: list[pa.RecordBatch | list[bytes]]) -> list[tuple[pa.RecordBatc
 
 
 class DeliveryService:
-    """Runs one ``JobDelivery`` per enabled job of the current snapshot, restarting it when the job changes."""
+    """Runs one ``JobDelivery`` per enabled job of the current snapshot, restarting it when the job changes. Each
+    job's destination is held to ``policy`` (the operator's, from the settings)."""
 
     def __init__(
         self,
         partitions: Callable[[], Sequence[LogStore]],
         status: JobStatus,
         *,
+        policy: DestinationPolicy,
         destination_factory: Callable[[str], Destination] | None = None,
     ) -> None:
         self._partitions = partitions
         self._status = status
-        self._destination = destination_factory or (lambda conf: open_destination(parse_destination_conf(conf)))
+        self._destination = destination_factory or (
+            lambda conf: open_destination(parse_destination_conf(conf), policy=policy)
+        )
         self._running: dict[int, tuple[dict[str, Any], asyncio.Task[None]]] = {}
 
     def reconcile(self, snapshot: ConfigSnapshot) -> None:
@@ -372,11 +384,12 @@ class DeliveryService:
                 continue
             try:
                 plan = plan_job(job, snapshot)
+                destination = self._destination(plan.destination_conf)
             except Exception as error:  # the job was valid when stored; say why it cannot run and leave it
                 log.error("cannot run Logpush job", job=job_id, error=str(error))
                 self._status.failed(job_id, datetime.now(UTC), f"cannot run the job: {error}")
                 continue
-            delivery = JobDelivery(plan, self._partitions(), self._destination(plan.destination_conf), self._status)
+            delivery = JobDelivery(plan, self._partitions(), destination, self._status)
             self._running[job_id] = (job, asyncio.create_task(delivery.run(), name=f"logpush-{job_id}"))
 
     async def stop(self) -> None:

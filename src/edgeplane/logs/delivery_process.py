@@ -16,6 +16,7 @@ from edgeplane.edge.journal_intake import JournalIntake
 from edgeplane.edge.request_journal import seal_leftovers
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.delivery import DeliveryService
+from edgeplane.logs.destinations import DestinationPolicy
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
 from edgeplane.store.database import Database
@@ -81,7 +82,9 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     partitions = [
         SegmentedLogStore(partition_directory(settings.data_dir, worker), writable=False) for worker in stores
     ]
-    service = DeliveryService(lambda: partitions, DatabaseJobStatus(database))
+    service = DeliveryService(
+        lambda: partitions, DatabaseJobStatus(database), policy=DestinationPolicy.from_settings(settings)
+    )
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -14,12 +14,12 @@ Supported (``MAX_DESTINATION_CONF_LENGTH`` characters at most):
 ``r2://``, ``gs://``, ``azure://``, ``sumo://``, ``splunk://`` and ``datadog://`` are recognised and refused as not
 supported by this edgeplane; any other scheme is unknown.
 
-Security: a destination whose host is a literal link-local or cloud-metadata address (IPv4 169.254.0.0/16, IPv6
-fe80::/10 and fd00:ec2::254, also written as an IPv4-mapped IPv6 address or in the shorthand forms ``inet_aton``
-accepts, such as ``2852039166``) is refused, so a job cannot be pointed at a metadata service. Names are not resolved
-here (no DNS); a name that resolves to such an address must be refused where the connection is made. Secrets (the S3
-secret key, header values) never appear in ``repr()`` or ``str()`` of the parsed destination; ``redacted()`` gives
-the conf with them replaced, for logs and error messages.
+Hosts are ASCII names (international names in their ``xn--`` form) or IP addresses; whether an address may be
+reached is not decided here but by the operator's policy (``edgeplane.logs.destinations.address_guard``), which
+``host_address`` helps by reading every form of IPv4 address a resolver accepts. ``https://`` destinations take at
+most ``MAX_HEADERS`` ``header_*`` parameters. Secrets (the S3 secret key, header values) never appear in ``repr()``
+or ``str()`` of the parsed destination; ``redacted()`` gives the conf with them replaced, for logs and error
+messages.
 
 ``{DATE}`` in a path or prefix stands for the batch's UTC date as ``YYYYMMDD`` (``expand_date``).
 """
@@ -38,6 +38,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 from edgeplane.logs.errors import DestinationError
 
 MAX_DESTINATION_CONF_LENGTH: Final = 4096
+MAX_HEADERS: Final = 20
 DATE_PLACEHOLDER: Final = "{DATE}"
 UNSUPPORTED_SCHEMES: Final = frozenset({"r2", "gs", "azure", "sumo", "splunk", "datadog"})
 SSE_VALUES: Final = ("AES256", "aws:kms")
@@ -46,11 +47,8 @@ REDACTED: Final = "REDACTED"
 _BUCKET: Final = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _REGION: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 _HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_METADATA_NETWORKS: Final = (
-    ipaddress.ip_network("169.254.0.0/16"),
-    ipaddress.ip_network("fe80::/10"),
-    ipaddress.ip_network("fd00:ec2::254/128"),
-)
+_HOST_NAME: Final = re.compile(r"[a-z0-9_.-]+")
+_SHORTHAND_IPV4: Final = re.compile(r"[0-9a-fx.]+")
 
 
 class Secret:
@@ -165,8 +163,8 @@ Destination: TypeAlias = FileDestination | S3Destination | HttpsDestination
 
 def parse_destination_conf(conf: str) -> Destination:
     """The destination ``conf`` names; raises ``DestinationError`` saying what is wrong, for a conf that is too long,
-    malformed, of an unsupported or unknown scheme, missing a required parameter, or aimed at a link-local or
-    metadata address."""
+    malformed, of an unsupported or unknown scheme, or missing a required parameter. Whether the destination may be
+    reached is the policy's question (``DestinationPolicy.admit``)."""
     if not isinstance(conf, str):
         raise DestinationError("destination_conf must be a string")
     if len(conf) > MAX_DESTINATION_CONF_LENGTH:
@@ -287,14 +285,14 @@ def _endpoint(endpoint: str) -> str:
         raise DestinationError(f"s3:// endpoint {endpoint!r} must be host[:port] or an http(s):// URL")
     if parts.username is not None or parts.query or parts.fragment:
         raise DestinationError(f"s3:// endpoint {endpoint!r} must be host[:port] or an http(s):// URL")
-    _refuse_metadata_host(parts.hostname)
+    _check_host_syntax(parts.hostname, "s3:// endpoint")
     return url.rstrip("/")
 
 
 def _https(conf: str, hostname: str | None) -> HttpsDestination:
     if not hostname:
         raise DestinationError("https:// destination needs a host")
-    _refuse_metadata_host(hostname)
+    _check_host_syntax(hostname, "https:// destination")
     parts = urlsplit(conf)
     params: list[tuple[str, str]] = []
     headers: dict[str, str] = {}
@@ -313,25 +311,43 @@ def _https(conf: str, hostname: str | None) -> HttpsDestination:
             raise DestinationError(f"https:// destination header {header} has a line break in its value")
         if header.lower() in (existing.lower() for existing in headers):
             raise DestinationError(f"https:// destination header {header} is given more than once")
+        if len(headers) == MAX_HEADERS:
+            raise DestinationError(f"https:// destination has more than {MAX_HEADERS} header_* parameters")
         headers[header] = value
     url = urlunsplit(("https", parts.netloc, parts.path or "/", urlencode(params), ""))
     return HttpsDestination(url=url, headers=Headers(headers))
 
 
-def _refuse_metadata_host(hostname: str) -> None:
-    host = hostname.strip("[]").rstrip(".")
-    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+def host_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``host`` (a URL's host: IPv6 in brackets or not, a trailing dot allowed) stands for without any
+    DNS: an IP literal, or one of the shorthand IPv4 forms resolvers accept (``2130706433``, ``0x7f.1``, ``127.1``,
+    ``0177.0.0.1``); an IPv4-mapped IPv6 address is given as is. ``None`` for a name."""
+    text = host.strip("[]").rstrip(".").lower()
     try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])
+        return ipaddress.ip_address(text)
     except ValueError:
-        if re.fullmatch(r"[0-9a-fA-FxX.]+", host):
-            try:  # the shorthand forms (2852039166, 0xa9.0xfe.0xa9.0xfe, 169.254.43518) resolvers accept
-                address = ipaddress.IPv4Address(socket.inet_aton(host))
-            except OSError:
-                address = None
-    if address is None:
+        pass
+    if _SHORTHAND_IPV4.fullmatch(text):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(text))
+        except OSError:
+            return None
+    return None
+
+
+def _check_host_syntax(hostname: str, what: str) -> None:
+    # urlsplit gives the host lowercased and without brackets. Only plain ASCII names reach a resolver: a name in
+    # other characters could be normalised into an address (fullwidth digits become ASCII digits under IDNA).
+    if ":" in hostname:
+        try:
+            ipaddress.IPv6Address(hostname)
+        except ValueError:
+            raise DestinationError(f"{what} host [{hostname}] is not a valid IPv6 address") from None
+        if "%" in hostname:
+            raise DestinationError(f"{what} host [{hostname}]: IPv6 zone identifiers are not supported")
         return
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if any(address in network for network in _METADATA_NETWORKS):
-        raise DestinationError(f"destination host {hostname} is a link-local or metadata address; refused")
+    if not _HOST_NAME.fullmatch(hostname) or ".." in hostname:
+        raise DestinationError(
+            f"{what} host {hostname!r} must be an IP address or an ASCII host name (international names in their "
+            "xn-- form)"
+        )

@@ -1,8 +1,10 @@
-"""``https://`` destinations against a real HTTPS receiver with a test certificate."""
+"""``https://`` destinations against a real HTTPS receiver with a test certificate (on loopback, which the policy of
+these tests allows as an operator would), and the address policy applied where connections are made."""
 
 from __future__ import annotations
 
 import gzip
+import ipaddress
 import re
 from collections.abc import AsyncIterator, Callable
 
@@ -10,16 +12,21 @@ import pytest
 
 from edgeplane.logs.destination_conf import Headers, HttpsDestination, parse_destination_conf
 from edgeplane.logs.destinations import (
+    DestinationPolicy,
     DestinationRejected,
     DestinationUnavailable,
     HttpsUploader,
     open_destination,
 )
+from edgeplane.logs.destinations.address_guard import AddressPolicy
+from edgeplane.logs.destinations.https import UNREACHABLE
 from tests.support.https_receiver import TEST_HOST_NAME, HttpsReceiver
 
 MakeHttps = Callable[..., HttpsUploader]
 FakeDns = Callable[[str, str], None]
 
+LOOPBACK = DestinationPolicy(AddressPolicy((ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))))
+STRICT = DestinationPolicy()
 BATCH = gzip.compress(b'{"RayID":"1","EdgeResponseStatus":200}\n{"RayID":"2","EdgeResponseStatus":502}\n')
 
 
@@ -27,9 +34,17 @@ BATCH = gzip.compress(b'{"RayID":"1","EdgeResponseStatus":200}\n{"RayID":"2","Ed
 async def https(receiver: HttpsReceiver) -> AsyncIterator[MakeHttps]:
     opened: list[HttpsUploader] = []
 
-    def make(conf: str | None = None, *, trusted: bool = True, timeout: float = 10.0) -> HttpsUploader:
+    def make(
+        conf: str | None = None,
+        *,
+        trusted: bool = True,
+        timeout: float = 10.0,
+        policy: DestinationPolicy = LOOPBACK,
+    ) -> HttpsUploader:
         parsed = parse_destination_conf(conf or f"{receiver.url}/ingest")
-        destination = open_destination(parsed, ca_bundle=receiver.ca_path if trusted else None, timeout=timeout)
+        destination = open_destination(
+            parsed, policy=policy, ca_bundle=receiver.ca_path if trusted else None, timeout=timeout
+        )
         assert isinstance(destination, HttpsUploader)
         opened.append(destination)
         return destination
@@ -139,19 +154,43 @@ async def test_a_name_resolving_to_an_allowed_address_is_used(
     assert request.headers["Host"] == f"{TEST_HOST_NAME}:{receiver.port}"
 
 
-@pytest.mark.parametrize("address", ["169.254.169.254", "169.254.0.1", "fd00:ec2::254", "fe80::1"])
-async def test_a_name_resolving_to_a_metadata_address_is_refused(
-    receiver: HttpsReceiver, https: MakeHttps, fake_dns: FakeDns, address: str
+@pytest.mark.parametrize(
+    ("address", "policy"),
+    [
+        ("169.254.169.254", LOOPBACK),
+        ("169.254.0.1", LOOPBACK),
+        ("fd00:ec2::254", LOOPBACK),
+        ("fe80::1", LOOPBACK),
+        ("10.0.0.1", LOOPBACK),
+        ("127.0.0.1", STRICT),
+        ("::1", STRICT),
+    ],
+)
+async def test_a_name_resolving_to_a_refused_address_is_never_connected_to(
+    receiver: HttpsReceiver, https: MakeHttps, fake_dns: FakeDns, address: str, policy: DestinationPolicy
 ) -> None:
-    fake_dns("metadata.test", address)
-    with pytest.raises(DestinationRejected, match=re.escape(f"metadata.test resolves to {address}")):
-        await https(f"https://metadata.test:{receiver.port}/").put("batch.gz", BATCH)
+    fake_dns("internal.test", address)
+    with pytest.raises(DestinationUnavailable) as raised:
+        await https(f"https://internal.test:{receiver.port}/", policy=policy).put("batch.gz", BATCH)
+    assert str(raised.value).endswith("internal.test does not resolve to an address this edgeplane may send logs to")
+    assert address not in str(raised.value)
+    assert receiver.requests == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1", "2130706433", "localhost", "[::ffff:127.0.0.1]"])
+async def test_a_loopback_endpoint_is_refused_by_default(receiver: HttpsReceiver, https: MakeHttps, host: str) -> None:
+    with pytest.raises(DestinationRejected, match="loopback"):
+        await https(f"https://{host}:{receiver.port}/ingest", policy=STRICT).put("batch.gz", BATCH)
+    assert receiver.requests == []
 
 
 async def test_a_literal_metadata_address_is_refused_even_past_the_parser(receiver: HttpsReceiver) -> None:
-    destination = HttpsUploader(HttpsDestination(url="https://169.254.169.254/latest", headers=Headers({})))
+    everything = AddressPolicy((ipaddress.ip_network("0.0.0.0/0"),))
+    destination = HttpsUploader(
+        HttpsDestination(url="https://169.254.169.254/latest", headers=Headers({})), addresses=everything
+    )
     try:
-        with pytest.raises(DestinationRejected, match=re.escape("169.254.169.254")):
+        with pytest.raises(DestinationRejected, match=re.escape("169.254.169.254 is a cloud metadata address")):
             await destination.put("batch.gz", BATCH)
     finally:
         await destination.close()
@@ -162,14 +201,20 @@ async def test_an_endpoint_that_is_down_is_unavailable_until_it_is_back(
 ) -> None:
     destination = https()
     receiver.stop()
-    with pytest.raises(DestinationUnavailable, match="cannot connect"):
+    with pytest.raises(DestinationUnavailable, match=UNREACHABLE):
         await destination.put("batch.gz", BATCH)
     receiver.start()
     await destination.put("batch.gz", BATCH)
     assert len(receiver.requests) == 1
 
 
-async def test_a_slow_endpoint_times_out_as_unavailable(receiver: HttpsReceiver, https: MakeHttps) -> None:
+async def test_refused_and_timed_out_connections_fail_in_the_same_words(
+    receiver: HttpsReceiver, https: MakeHttps
+) -> None:
     receiver.delay = 2.0
-    with pytest.raises(DestinationUnavailable, match="Timeout"):
+    with pytest.raises(DestinationUnavailable) as slow:
         await https(timeout=0.5).put("batch.gz", BATCH)
+    receiver.stop()
+    with pytest.raises(DestinationUnavailable) as down:
+        await https(timeout=0.5).put("batch.gz", BATCH)
+    assert str(slow.value) == str(down.value) == f"https://127.0.0.1:{receiver.port}/ingest: {UNREACHABLE}"

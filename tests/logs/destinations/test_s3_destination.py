@@ -1,10 +1,12 @@
-"""``s3://`` destinations against a real S3 server (SeaweedFS), read back with boto3."""
+"""``s3://`` destinations against a real S3 server (SeaweedFS, on loopback, which the policy of these tests allows as
+an operator would), read back with boto3; the endpoint's address judged and pinned for every request."""
 
 from __future__ import annotations
 
 import gzip
+import ipaddress
 import os
-import re
+import socket
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
@@ -12,12 +14,17 @@ import pytest
 
 from edgeplane.logs.destination_conf import parse_destination_conf
 from edgeplane.logs.destinations import (
+    DestinationPolicy,
     DestinationRejected,
     DestinationUnavailable,
     S3Uploader,
     open_destination,
 )
+from edgeplane.logs.destinations.address_guard import AddressPolicy
+from edgeplane.logs.destinations.s3 import UNREACHABLE
 from tests.support.seaweedfs import WRITER_BUCKET, SeaweedS3
+
+LOOPBACK = DestinationPolicy(AddressPolicy((ipaddress.ip_network("127.0.0.0/8"),)))
 
 
 def conf(server: SeaweedS3, bucket: str, prefix: str = "", *, key: str | None = None, secret: str | None = None) -> str:
@@ -28,8 +35,8 @@ def conf(server: SeaweedS3, bucket: str, prefix: str = "", *, key: str | None = 
     )
 
 
-def s3(text: str) -> S3Uploader:
-    destination = open_destination(parse_destination_conf(text))
+def s3(text: str, policy: DestinationPolicy = LOOPBACK) -> S3Uploader:
+    destination = open_destination(parse_destination_conf(text), policy=policy)
     assert isinstance(destination, S3Uploader)
     return destination
 
@@ -132,13 +139,52 @@ async def test_a_bucket_the_identity_may_not_write_is_rejected(seaweed: SeaweedS
         await other.put("batch.gz", b"x")
 
 
-async def test_an_endpoint_name_that_resolves_to_a_metadata_address_is_refused(
-    seaweed: SeaweedS3, closing: Closing, fake_dns: FakeDns
+@pytest.mark.parametrize("address", ["169.254.169.254", "10.0.0.1", "192.168.0.1", "::1"])
+async def test_an_endpoint_name_that_resolves_to_a_refused_address_is_never_connected_to(
+    seaweed: SeaweedS3, closing: Closing, fake_dns: FakeDns, address: str
 ) -> None:
-    fake_dns("metadata.test", "169.254.169.254")
-    destination = closing(s3(conf(seaweed, "logs-metadata").replace("127.0.0.1", "metadata.test")))
-    with pytest.raises(DestinationRejected, match=re.escape("metadata.test resolves to 169.254.169.254")):
+    fake_dns("internal.test", address)
+    destination = closing(s3(conf(seaweed, "logs-metadata").replace("127.0.0.1", "internal.test")))
+    with pytest.raises(DestinationUnavailable) as raised:
         await destination.put("batch.gz", b"x")
+    assert str(raised.value).endswith("internal.test does not resolve to an address this edgeplane may send logs to")
+    assert address not in str(raised.value)
+
+
+@pytest.mark.parametrize("endpoint", ["127.0.0.1", "2130706433", "0x7f.1", "localhost"])
+async def test_a_loopback_endpoint_is_refused_by_default(seaweed: SeaweedS3, closing: Closing, endpoint: str) -> None:
+    destination = closing(s3(conf(seaweed, "logs-strict").replace("127.0.0.1", endpoint), DestinationPolicy()))
+    with pytest.raises(DestinationRejected, match="is a loopback address"):
+        await destination.put("batch.gz", b"x")
+    assert not bucket_exists(seaweed, "logs-strict")  # nothing was sent
+
+
+async def test_the_checked_address_is_the_one_connected_to(
+    seaweed: SeaweedS3, closing: Closing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rebinding resolver: an allowed answer first, a refused one to every later question. The upload goes to the
+    # address that was checked; nothing asks the resolver a second time.
+    answers = iter(["127.0.0.1", *["169.254.169.254"] * 20])
+    asked: list[str] = []
+    real_getaddrinfo = socket.getaddrinfo
+
+    def rebinding(host: object, *args: object, **kwargs: object) -> object:
+        if host == "store.test":
+            asked.append(host)
+            host = next(answers)
+        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    destination = closing(s3(conf(seaweed, "logs-pinned").replace("127.0.0.1", "store.test")))
+    await destination.put("batch.gz", b"pinned")
+    assert asked == ["store.test"]  # one question per request (the signature covers Host: store.test:port)
+    assert seaweed.client().get_object(Bucket="logs-pinned", Key="batch.gz")["Body"].read() == b"pinned"
+    with pytest.raises(DestinationUnavailable, match="does not resolve to an address"):
+        await destination.put("again.gz", b"x")
+
+
+def bucket_exists(server: SeaweedS3, bucket: str) -> bool:
+    return any(item["Name"] == bucket for item in server.client().list_buckets().get("Buckets", []))
 
 
 async def test_an_outage_is_unavailable_and_uploads_resume_after_it(closing: Closing) -> None:
@@ -147,7 +193,7 @@ async def test_an_outage_is_unavailable_and_uploads_resume_after_it(closing: Clo
         await destination.put("before.gz", b"before")
 
         server.stop()
-        with pytest.raises(DestinationUnavailable, match=r"^s3://logs-outage\?.*(Could not connect|Connection)"):
+        with pytest.raises(DestinationUnavailable, match=rf"^s3://logs-outage\?.*: {UNREACHABLE}$"):
             await destination.put("during.gz", b"during")
 
         server.start()

@@ -7,10 +7,12 @@ naming the decompressed content when the caller gives one (``content_encoding="g
 ``User-Agent`` but not ``Content-Encoding``). A 2xx answer confirms the batch; a redirect is not followed (it is
 refused, as a redirect could lead anywhere, metadata services included).
 
-The host name is resolved when each connection is made and refused if any of its addresses is link-local or a
-metadata address (``address_guard``); the connection goes to the addresses that were checked. Certificates are
+The host is judged by the operator's ``AddressPolicy`` (``address_guard``): an address literal before each request,
+a name when each connection is made, and the connection goes to the addresses that were checked. Certificates are
 verified against the system's trust store, or against ``ca_bundle`` only when one is given (tests). Proxy
-environment variables are ignored. Each request is bounded by ``timeout`` seconds.
+environment variables are ignored. Each request is bounded by ``timeout`` seconds; at most ``MAX_ANSWER_BYTES`` of an
+answer's body are read. A connection that fails, is closed or times out fails in one message whatever the cause, so
+the job's error text tells nothing of the network between edgeplane and the endpoint.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from edgeplane.logs.destination_conf import HttpsDestination
-from edgeplane.logs.destinations.address_guard import ForbiddenAddress, check_address, resolve_allowed
+from edgeplane.logs.destinations.address_guard import AddressPolicy, ForbiddenAddress
 from edgeplane.logs.destinations.destination import GZIP, check_object_name
 from edgeplane.logs.destinations.errors import (
     DestinationFailure,
@@ -36,9 +38,12 @@ from edgeplane.logs.destinations.errors import (
     failure_for_status,
     parse_retry_after,
 )
+from edgeplane.logs.errors import DestinationError
 
 TIMEOUT: Final = 30.0
 CONNECT_TIMEOUT: Final = 10.0
+MAX_ANSWER_BYTES: Final = 64 * 1024
+UNREACHABLE: Final = "the destination could not be reached, or did not answer in time"
 USER_AGENT: Final = "edgeplane-logpush"
 _NUMERIC: Final = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
 _CONTROLLED_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding", "host"})
@@ -48,9 +53,15 @@ class HttpsUploader:
     """The ``Destination`` for an ``HttpsDestination``."""
 
     def __init__(
-        self, destination: HttpsDestination, *, ca_bundle: str | Path | None = None, timeout: float = TIMEOUT
+        self,
+        destination: HttpsDestination,
+        *,
+        addresses: AddressPolicy,
+        ca_bundle: str | Path | None = None,
+        timeout: float = TIMEOUT,
     ) -> None:
         self.destination = destination
+        self.addresses = addresses
         self.timeout = timeout
         self._ssl = ssl.create_default_context(cafile=str(ca_bundle) if ca_bundle is not None else None)
         self._session: aiohttp.ClientSession | None = None
@@ -74,8 +85,7 @@ class HttpsUploader:
         await self._post(body, inner_type)
 
     async def write_challenge(self, filename: str, text: str) -> None:
-        """POST ``text`` gzip-compressed, as a batch would be (HTTPS destinations need no ownership challenge; this
-        is how one would reach the endpoint)."""
+        """POST ``text`` gzip-compressed, as a batch would be."""
         check_object_name(filename)
         await self._post(gzip.compress(text.encode()), "text/plain; charset=utf-8")
 
@@ -97,11 +107,11 @@ class HttpsUploader:
     async def _post(self, body: bytes, content_type: str) -> None:
         where = self.destination.redacted()
         try:
-            check_address(self._host, self._host.strip("[]"))  # a literal address skips the resolver
+            self.addresses.check_host(self._host)  # an address literal skips the resolver
             async with self._get_session().post(
                 self.destination.url, data=body, headers=self._headers(content_type), allow_redirects=False
             ) as response:
-                await response.read()
+                await response.content.read(MAX_ANSWER_BYTES)  # the rest, if any, goes with the connection
                 if 200 <= response.status < 300:
                     return
                 message = f"{where}: the endpoint answered {response.status} {response.reason or ''}".rstrip()
@@ -110,22 +120,24 @@ class HttpsUploader:
                 )
         except DestinationFailure:
             raise
-        except ForbiddenAddress as error:
+        except DestinationError as error:
             raise DestinationRejected(f"{where}: {error}") from None
+        except ForbiddenAddress as error:
+            raise DestinationUnavailable(f"{where}: {error}") from None
         except aiohttp.ClientConnectorCertificateError as error:
             raise DestinationRejected(f"{where}: the certificate does not verify: {error.certificate_error}") from None
-        except aiohttp.ClientSSLError as error:
-            raise DestinationRejected(f"{where}: TLS failed: {error}") from None
+        except aiohttp.ClientSSLError:
+            raise DestinationRejected(f"{where}: the TLS handshake failed") from None
         except aiohttp.ClientConnectorError as error:
             if isinstance(error.os_error, ForbiddenAddress):
-                raise DestinationRejected(f"{where}: {error.os_error}") from None
-            raise DestinationUnavailable(f"{where}: cannot connect: {error.os_error}") from None
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            raise DestinationUnavailable(f"{where}: {type(error).__name__}: {error}".rstrip(": ")) from None
+                raise DestinationUnavailable(f"{where}: {error.os_error}") from None
+            raise DestinationUnavailable(f"{where}: {UNREACHABLE}") from None
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            raise DestinationUnavailable(f"{where}: {UNREACHABLE}") from None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(resolver=GuardedResolver(), ssl=self._ssl, limit=8)
+            connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.addresses), ssl=self._ssl, limit=8)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.timeout, connect=min(CONNECT_TIMEOUT, self.timeout)),
@@ -136,13 +148,19 @@ class HttpsUploader:
 
 
 class GuardedResolver(AbstractResolver):
-    """An aiohttp resolver that answers with a host's addresses only when none is link-local or a metadata address;
+    """An aiohttp resolver that answers with a host's addresses only when the policy allows every one of them;
     raises ``ForbiddenAddress`` otherwise."""
+
+    def __init__(self, addresses: AddressPolicy) -> None:
+        self.addresses = addresses
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        answers = await resolve_allowed(host, port, family)
+        try:
+            answers = await self.addresses.resolve(host, port, family)
+        except DestinationError as error:  # a loopback name, refused as written
+            raise ForbiddenAddress(str(error)) from None
         return [
             ResolveResult(hostname=host, host=address, port=port, family=address_family, proto=0, flags=_NUMERIC)
             for address_family, address in answers

@@ -7,6 +7,11 @@ without it, AWS's regional virtual-hosted endpoints are used. Credentials are th
 ``secret-access-key`` when given, otherwise the standard AWS chain (environment, shared config and credential
 files, container and instance roles). ``sse=`` becomes the ``ServerSideEncryption`` of every object.
 
+With ``endpoint=`` (a host the tenant chooses) every request goes through a ``PinnedSender``: the endpoint's name is
+resolved and judged by the operator's ``AddressPolicy`` before each connection, and the connection is made to the
+address judged. AWS's own endpoints are left to boto3. A connection that fails or times out fails in one message,
+whatever the cause.
+
 A batch above ``multipart_threshold`` (16 MiB) is sent as a multipart upload in parts of ``part_size`` (8 MiB), up
 to four parts at a time; a failed multipart upload is aborted so no part is left billed. Each request has bounded
 connect and read timeouts and at most two attempts; retrying beyond that is delivery's job.
@@ -20,7 +25,6 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
-from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
@@ -28,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoC
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from edgeplane.logs.destination_conf import S3Destination, expand_date
-from edgeplane.logs.destinations.address_guard import guard_host
+from edgeplane.logs.destinations.address_guard import AddressPolicy, ForbiddenAddress
 from edgeplane.logs.destinations.destination import GZIP, check_object_name
 from edgeplane.logs.destinations.errors import (
     DestinationFailure,
@@ -37,6 +41,8 @@ from edgeplane.logs.destinations.errors import (
     failure_for_status,
     parse_retry_after,
 )
+from edgeplane.logs.destinations.pinned_http import PinnedSender
+from edgeplane.logs.errors import DestinationError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -49,6 +55,7 @@ PART_SIZE: Final = 8 * 1024 * 1024
 PARALLEL_PARTS: Final = 4
 CONNECT_TIMEOUT: Final = 5.0
 READ_TIMEOUT: Final = 30.0
+UNREACHABLE: Final = "the store could not be reached, or did not answer in time"
 # Error codes S3 and compatible stores use for "slow down" whatever the HTTP status they come with.
 _THROTTLING_CODES: Final = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "RequestTimeout"}
@@ -62,6 +69,7 @@ class S3Uploader:
         self,
         destination: S3Destination,
         *,
+        addresses: AddressPolicy,
         multipart_threshold: int = MULTIPART_THRESHOLD,
         part_size: int = PART_SIZE,
         connect_timeout: float = CONNECT_TIMEOUT,
@@ -82,9 +90,16 @@ class S3Uploader:
         )
         self._client: S3Client | None = None
         self._client_lock = threading.Lock()
-        endpoint = urlsplit(destination.endpoint) if destination.endpoint else None
-        self._endpoint_host = endpoint.hostname if endpoint else None
-        self._endpoint_port = (endpoint.port or (443 if endpoint.scheme == "https" else 80)) if endpoint else 0
+        self._sender = (
+            PinnedSender(
+                addresses,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                max_connections=PARALLEL_PARTS + 1,
+            )
+            if destination.endpoint is not None
+            else None
+        )
 
     async def put(
         self,
@@ -104,7 +119,6 @@ class S3Uploader:
             extra["ContentEncoding"] = content_encoding
         if self.destination.sse is not None:
             extra["ServerSideEncryption"] = self.destination.sse
-        await self._guard()
         if len(body) > self.multipart_threshold:
             await self._put_multipart(key, body, extra)
         else:
@@ -123,14 +137,12 @@ class S3Uploader:
             client, self._client = self._client, None
         if client is not None:
             await asyncio.to_thread(client.close)
+        if self._sender is not None:
+            await asyncio.to_thread(self._sender.close)
 
     def _key(self, object_name: str, when: datetime) -> str:
         prefix = expand_date(self.destination.prefix, when).strip("/")
         return f"{prefix}/{object_name}" if prefix else object_name
-
-    async def _guard(self) -> None:
-        if self._endpoint_host is not None:
-            await guard_host(self._endpoint_host, self._endpoint_port)
 
     async def _put_multipart(self, key: str, body: bytes, extra: dict[str, Any]) -> None:
         bucket = self.destination.bucket
@@ -180,8 +192,12 @@ class S3Uploader:
                 f"{self.destination.redacted()}: no credentials: give access-key-id and secret-access-key or "
                 "configure the AWS credential chain"
             ) from None
-        except (BotoConnectionError, HTTPClientError) as error:  # refused, reset, timed out, name not resolved
+        except DestinationError as error:  # an address literal the policy refuses
+            raise DestinationRejected(f"{self.destination.redacted()}: {error}") from None
+        except ForbiddenAddress as error:
             raise DestinationUnavailable(f"{self.destination.redacted()}: {error}") from None
+        except (BotoConnectionError, HTTPClientError):  # refused, reset, timed out, TLS failed: one message
+            raise DestinationUnavailable(f"{self.destination.redacted()}: {UNREACHABLE}") from None
         except BotoCoreError as error:
             raise DestinationRejected(f"{self.destination.redacted()}: {error}") from None
 
@@ -196,6 +212,9 @@ class S3Uploader:
                     aws_secret_access_key=secret.reveal() if secret is not None else None,
                     config=self._config,
                 )
+                if self._sender is not None:
+                    # A before-send handler may answer in botocore's place, which the stubs do not know of.
+                    self._client.meta.events.register("before-send.s3", self._sender)  # type: ignore[arg-type]
             return self._client
 
     def _client_failure(self, error: ClientError) -> DestinationFailure:
