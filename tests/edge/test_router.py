@@ -38,7 +38,9 @@ ROWS = [
     ("POST", "/v1/mainnet", "example.com", "application/json", b" " * (MAX_BODY + 1), 404, "no web3 gateway"),
     ("POST", "/v1/mainnet", "localhost", "application/json", b" " * (MAX_BODY + 1), 413, "larger than 4096 bytes"),
     ("POST", "/v1/mainnet", "localhost:8787", "application/json; charset=utf-8", b"{", 400, None),
-    ("POST", "/v1/mainnet/", "127.0.0.1", "application/json", CALL, 502, None),
+    ("POST", "/v1/mainnet", "127.0.0.1", "application/json", CALL, 502, None),
+    # One spelling of a network's path: with a trailing slash it is another name (see test_http_hardening.py).
+    ("POST", "/v1/mainnet/", "127.0.0.1", "application/json", CALL, 404, "unknown network 'mainnet/'"),
 ]
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="localhost", account_id="a" * 32, plan="enterprise")

@@ -64,6 +64,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import http
+import re
+import resource
 import socket
 import time
 from collections.abc import Awaitable
@@ -83,7 +85,9 @@ log = structlog.get_logger(__name__)
 DEFAULT_IDLE_SECONDS = 30.0  # a keep-alive connection with no request in progress
 DEFAULT_READ_SECONDS = 15.0  # from the first byte of a request to its last
 DEFAULT_GRACE_SECONDS = 5.0  # how long a shutdown waits for requests in flight
-MAX_HEAD_BYTES = 64 * 1024  # request line and headers
+DEFAULT_MAX_HEAD_BYTES = 64 * 1024  # request line and headers
+DEFAULT_MAX_HEADERS = 100  # header lines in a request (Apache's LimitRequestFields)
+DEFAULT_MAX_CONNECTIONS = 10_000  # open client connections; see ``connection_limit``
 LINGER_SECONDS = 2.0  # how long input is drained after the server closed a connection the client may still send on
 # The handler hears of written answers (``answered``) in batches: this many, or this long after the first of them.
 TELL_BATCH = 64
@@ -106,7 +110,13 @@ NOTED_HEADERS: Final = (
 HOST, CONTENT_TYPE, CONTENT_LENGTH, TRANSFER_ENCODING, EXPECT, USER_AGENT, REFERER, REQUESTED_WITH = range(
     len(NOTED_HEADERS)
 )
-_NOTED_INDEX: Final = {name: index for index, name in enumerate(NOTED_HEADERS)}
+# Content-Encoding is looked up in the same pass, at the index after them, and kept apart (``content_encoding``):
+# the request log's C rows read ``noted`` and expect exactly ``NOTED_HEADERS``.
+_CONTENT_ENCODING: Final = len(NOTED_HEADERS)
+_NOTED_INDEX: Final = {name: index for index, name in enumerate((*NOTED_HEADERS, b"content-encoding"))}
+# Headers a request may carry once only: with two of them, which one counts would depend on who reads the request
+# (the router, the firewall, the node), so such a request is refused.
+_ONCE_ONLY: Final = frozenset({HOST, CONTENT_TYPE, CONTENT_LENGTH, TRANSFER_ENCODING, _CONTENT_ENCODING})
 
 _JSON = b"application/json"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -127,17 +137,27 @@ class EdgeRequest:
     body: bytes = b""
     raw_path: str = ""  # as sent (percent-encoded), without the query string: what the WAF inspects
     context: object = None  # the handler's own, from ``answer_head`` to ``answered``
-    # The first value of each of ``NOTED_HEADERS`` (None when absent), at its index there.
+    # The first value of each of ``NOTED_HEADERS`` (None when absent), at its index there. The server puts the
+    # host of an absolute-form target (``POST http://host/path``) in place of the Host header's (RFC 9112, 3.2.2).
     noted: list[bytes | None] = field(init=False, repr=False, compare=False)
+    content_encoding: bytes | None = field(init=False, repr=False, compare=False)  # its first value, or None
+    # The name of a header of ``_ONCE_ONLY`` that the request has more than once (the server refuses it), or None.
+    repeated: bytes | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        noted: list[bytes | None] = [None] * len(NOTED_HEADERS)
+        noted: list[bytes | None] = [None] * (len(NOTED_HEADERS) + 1)
         index_of = _NOTED_INDEX.get
+        repeated = None
         for name, value in self.headers:
             index = index_of(name)
-            if index is not None and noted[index] is None:
-                noted[index] = value
+            if index is not None:
+                if noted[index] is None:
+                    noted[index] = value
+                elif index in _ONCE_ONLY:
+                    repeated = name
+        self.content_encoding = noted.pop()
         self.noted = noted
+        self.repeated = repeated
 
     def header(self, name: bytes) -> bytes | None:
         """The first value of a header (``name`` in lower case), or None; for the headers of ``NOTED_HEADERS``,
@@ -192,7 +212,12 @@ def jsonrpc_error(
 
 _INTERNAL_ERROR = jsonrpc_error(500, INTERNAL_ERROR, "internal error")
 _BAD_REQUEST = jsonrpc_error(400, INVALID_REQUEST, "malformed HTTP request")
-_HEAD_TOO_LARGE = jsonrpc_error(431, INVALID_REQUEST, f"request head larger than {MAX_HEAD_BYTES} bytes")
+_BAD_TARGET = jsonrpc_error(
+    400, INVALID_REQUEST, "malformed request target; send a path (/v1/<network>) or an http:// URL, without a fragment"
+)
+_NO_HOST = jsonrpc_error(400, INVALID_REQUEST, "an HTTP/1.1 request needs one Host header")
+_VERSION_NOT_SUPPORTED = jsonrpc_error(505, INVALID_REQUEST, "HTTP version not supported; use HTTP/1.1")
+_BUSY = jsonrpc_error(503, INVALID_REQUEST, "too many connections; try again later")
 _LENGTH_REQUIRED = jsonrpc_error(
     411, INVALID_REQUEST, "chunked request bodies are not accepted; send the body with Content-Length"
 )
@@ -212,8 +237,9 @@ def _status_line(status: int) -> bytes:
     return line
 
 
-def encode_response(response: EdgeResponse, *, keep_alive: bool, http_10: bool) -> bytes:
-    """The whole response, head and body, as one buffer."""
+def encode_response(response: EdgeResponse, *, keep_alive: bool, http_10: bool, head_only: bool = False) -> bytes:
+    """The whole response, head and body, as one buffer; the head alone with ``head_only`` (the answer to a HEAD
+    request, whose Content-Length is that of the body it would have had: RFC 9110, 9.3.2)."""
     parts = [
         _status_line(response.status),
         b"content-type: ",
@@ -226,7 +252,7 @@ def encode_response(response: EdgeResponse, *, keep_alive: bool, http_10: bool) 
         parts.append(b"connection: close\r\n")
     elif http_10:
         parts.append(b"connection: keep-alive\r\n")
-    parts += (b"\r\n", response.body)
+    parts += (b"\r\n", b"" if head_only else response.body)
     return b"".join(parts)
 
 
@@ -238,6 +264,7 @@ class _Pending:
     answer: EdgeResponse | None
     keep_alive: bool
     http_10: bool
+    head_only: bool = False  # a HEAD request: its answer has no body
 
 
 class HttpServer:
@@ -248,16 +275,29 @@ class HttpServer:
         handler: EdgeHandler,
         *,
         max_body_bytes: int,
+        max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES,
+        max_headers: int = DEFAULT_MAX_HEADERS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         read_seconds: float = DEFAULT_READ_SECONDS,
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
+        """``max_head_bytes`` and ``max_headers`` bound a request's head (answered 431 beyond), ``max_body_bytes`` its
+        body (413); ``max_connections`` the open client connections (see ``connection_limit``); ``idle_seconds`` a
+        keep-alive connection without a request, and a client that reads nothing of its answers; ``read_seconds`` a
+        request from its first byte to its last (408)."""
         self.handler = handler
         self.max_body_bytes = max_body_bytes
+        self.max_head_bytes = max_head_bytes
+        self.max_headers = max_headers
+        self.connection_limit = connection_limit(max_connections)
         self.idle_seconds = idle_seconds
         self.read_seconds = read_seconds
         self.grace_seconds = grace_seconds
         self.too_large = jsonrpc_error(413, INVALID_REQUEST, f"request body larger than {max_body_bytes} bytes")
+        self.head_too_large = jsonrpc_error(
+            431, INVALID_REQUEST, f"request head larger than {max_head_bytes} bytes or {max_headers} headers"
+        )
         self.stopping = False
         self._connections: set[_HttpConnection] = set()
         self._stop: asyncio.Event | None = None
@@ -278,7 +318,7 @@ class HttpServer:
         self._all_closed = asyncio.Event()
         if self.stopping:
             self._stop.set()
-        server = await loop.create_server(lambda: _HttpConnection(self, loop), sock=sock, backlog=2048)
+        server = await loop.create_server(lambda: self.protocol(loop), sock=sock, backlog=2048)
         sweeper = loop.create_task(self._sweep(loop))
         try:
             await self._stop.wait()
@@ -300,6 +340,12 @@ class HttpServer:
                 await server.wait_closed()
             finally:
                 self._tell_all()  # the handler hears of every answer written before ``serve`` returns
+
+    def protocol(self, loop: asyncio.AbstractEventLoop) -> asyncio.Protocol:
+        """A new connection's protocol (``serve`` makes one per accepted connection): bytes in through
+        ``data_received``, answers out through its transport's ``write``. Over ``connection_limit``, it answers 503
+        and closes at once."""
+        return _HttpConnection(self, loop)
 
     def shutdown(self) -> None:
         """Starts a graceful shutdown: ``serve`` stops accepting and returns once the connections are closed."""
@@ -381,7 +427,9 @@ class _HttpConnection(asyncio.Protocol):
         # The request being read.
         self._in_message = False
         self._in_head = False
-        self._head_bytes = 0
+        self._held = bytearray()  # a line of the head that has not ended yet, held back from the parser
+        self._head_received = 0  # bytes of the reads that left the head unfinished
+        self._fed = 0  # the size of the read being parsed
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._request: EdgeRequest | None = None
@@ -401,6 +449,13 @@ class _HttpConnection(asyncio.Protocol):
         self._client = _address(transport.get_extra_info("peername"))
         local = _address(transport.get_extra_info("sockname"))
         self._local = local if local is None else _LOCAL_ADDRESSES(local)
+        if len(self._server._connections) >= self._server.connection_limit:
+            # Refused before it holds anything but its socket; the client may not have sent its request yet, so
+            # the answer is not lost to a reset.
+            self._input_closed = self._closing = True
+            self._transport.write(encode_response(_BUSY, keep_alive=False, http_10=False))
+            self._transport.close()
+            return
         self._server._add(self)
         if self._server.stopping:
             self._close()
@@ -416,7 +471,19 @@ class _HttpConnection(asyncio.Protocol):
         if self._input_closed:
             return  # draining before a close, or input after the request the connection closes after
         if self._in_head:
-            self._head_bytes += len(data)
+            # A head that arrives in pieces reaches the parser a line at a time at most: httptools joins the pieces
+            # of a header by concatenation, so a header trickled a byte at a time would cost time quadratic in its
+            # size.
+            held = self._held
+            if b"\n" not in data:
+                held += data
+                if len(held) > self._server.max_head_bytes:
+                    self._refuse(self._server.head_too_large)
+                return
+            if held:
+                data = bytes(held) + data
+                held.clear()
+        self._fed = len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -428,9 +495,18 @@ class _HttpConnection(asyncio.Protocol):
             if not self._input_closed:
                 self._refuse(_BAD_REQUEST, self._request)
             return
-        # A chunk that leaves the head unfinished was all head (a chunk in which a head starts is not counted).
-        if self._in_head and self._head_bytes > MAX_HEAD_BYTES and not self._input_closed:
-            self._refuse(_HEAD_TOO_LARGE)
+        if self._in_head and not self._input_closed:
+            self._head_received += len(data)
+            if self._head_received > self._server.max_head_bytes and self._head_over_limit(data):
+                self._refuse(self._server.head_too_large)
+
+    def _head_over_limit(self, data: bytes) -> bool:
+        """Whether the unfinished head is over a limit: its headers so far, or the line still arriving (the bytes
+        after the last line end of ``data``, the read just parsed)."""
+        server = self._server
+        headers, limit = self._headers, server.max_head_bytes
+        unfinished = len(data) - data.rfind(b"\n") - 1
+        return len(headers) > server.max_headers or unfinished > limit or _head_size(self._url, headers) > limit
 
     def eof_received(self) -> bool:
         self._client_done = True
@@ -454,7 +530,7 @@ class _HttpConnection(asyncio.Protocol):
         if self._input_closed:
             return
         self._in_message = self._in_head = True
-        self._head_bytes = 0
+        self._head_received = 0
         self._message_since = self._loop.time()
         self._url = b""
         self._headers = []
@@ -465,40 +541,69 @@ class _HttpConnection(asyncio.Protocol):
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.lower(), value))
+        # llhttp leaves out the whitespace before a value but keeps the whitespace after it, which is not part of
+        # the value either (RFC 9110, 5.5).
+        self._headers.append((name.lower(), value.rstrip()))
 
     def on_headers_complete(self) -> None:
         if self._input_closed:
             return
         self._in_head = False
+        server, headers, url = self._server, self._headers, self._url
+        # The head is within what was read since it began: measured only when that could be over the limit.
+        if len(headers) > server.max_headers or (
+            self._head_received + self._fed > server.max_head_bytes and _head_size(url, headers) > server.max_head_bytes
+        ):
+            self._refuse(server.head_too_large)
+            return
         parser = self._parser
         version = parser.get_http_version()
         request = EdgeRequest(
             method=_METHODS(parser.get_method()),
             path="",
             query_string=b"",
-            headers=self._headers,
+            headers=headers,
             http_version=_VERSIONS.get(version, version),
             client=self._client,
             server=self._local,
         )
-        _split_target(request, self._url)
         self._request = request
+        try:
+            request.path, request.raw_path, request.query_string, authority = _TARGETS(url)
+        except ValueError:
+            request.path = request.raw_path = url.decode("latin-1")
+            self._refuse(_BAD_TARGET, request)
+            return
         noted = request.noted
+        host = noted[HOST]
+        if version not in _VERSIONS:
+            self._refuse(_VERSION_NOT_SUPPORTED, request)
+            return
+        repeated = request.repeated
+        if repeated is not None:
+            name = repeated.decode("latin-1")
+            self._refuse(jsonrpc_error(400, INVALID_REQUEST, f"more than one {name} header"), request)
+            return
+        if host is None and version == "1.1":
+            self._refuse(_NO_HOST, request)
+            return
+        if authority is not None:
+            noted[HOST] = authority  # the target's host wins over the Host header's (RFC 9112, 3.2.2)
         if noted[TRANSFER_ENCODING] is not None:
             self._refuse(_LENGTH_REQUIRED, request)
             return
         length, expect_value = noted[CONTENT_LENGTH], noted[EXPECT]
-        expect = expect_value is not None and expect_value.lower() == b"100-continue"
+        # An HTTP/1.0 client does not know 100 Continue (RFC 9110, 10.1.1).
+        expect = expect_value is not None and expect_value.lower() == b"100-continue" and version == "1.1"
         request.content_length = size = int(length) if length else 0  # httptools has checked it is a number
-        limit = self._server.max_body_bytes
+        limit = server.max_body_bytes
         try:
             answer = self._handler.answer_head(request)
         except Exception:
             log.exception("edge handler failed", path=request.path)
             answer = _INTERNAL_ERROR
         if answer is None and size > limit:
-            answer = self._server.too_large
+            answer = server.too_large
         if answer is not None:
             if size and (expect or size > limit):
                 self._refuse(answer, request)  # answered before the body is sent or read; the connection closes
@@ -524,7 +629,9 @@ class _HttpConnection(asyncio.Protocol):
             request.body = body[0] if len(body) == 1 else b"".join(body)
         self._body = []
         keep_alive = self._parser.should_keep_alive()
-        self._queue.append(_Pending(request, self._answer, keep_alive, request.http_version == "1.0"))
+        self._queue.append(
+            _Pending(request, self._answer, keep_alive, request.http_version == "1.0", request.method == "HEAD")
+        )
         self._answer = None
         if self._busy:
             self._update_reading()  # pipelined: stop reading until the queue is answered
@@ -540,7 +647,7 @@ class _HttpConnection(asyncio.Protocol):
             pending = queue.popleft()
             request = pending.request
             if pending.answer is not None:
-                sent_bytes = self._send(pending.answer, pending.keep_alive, pending.http_10)
+                sent_bytes = self._send(pending.answer, pending)
                 if request is not None:
                     self._server._tell(request, pending.answer, sent_bytes)
                 continue
@@ -590,16 +697,17 @@ class _HttpConnection(asyncio.Protocol):
             self._server._forget(self)
             self._server._tell(request, answer, 0)
             return
-        self._server._tell(request, answer, self._send(answer, pending.keep_alive, pending.http_10))
+        self._server._tell(request, answer, self._send(answer, pending))
         self._advance()
 
-    def _send(self, answer: EdgeResponse, keep_alive: bool, http_10: bool) -> int:
-        """Writes ``answer``; returns its size (0 when the connection is closing and it is not written)."""
+    def _send(self, answer: EdgeResponse, pending: _Pending) -> int:
+        """Writes ``answer`` to ``pending``; returns its size (0 when the connection is closing and it is not
+        written)."""
         if self._closing:
             return 0
         # The last answer the connection will give says so.
-        keep_alive = keep_alive and not self._server.stopping and not (self._input_closed and not self._queue)
-        data = encode_response(answer, keep_alive=keep_alive, http_10=http_10)
+        keep_alive = pending.keep_alive and not self._server.stopping and not (self._input_closed and not self._queue)
+        data = encode_response(answer, keep_alive=keep_alive, http_10=pending.http_10, head_only=pending.head_only)
         cast(asyncio.Transport, self._transport).write(data)
         if not keep_alive:
             self._close()
@@ -611,6 +719,7 @@ class _HttpConnection(asyncio.Protocol):
         self._input_closed = self._refused = True
         self._in_message = self._in_head = False
         self._request = None
+        self._held.clear()
         self._queue.append(_Pending(request, answer, False, False))
         self._advance()
 
@@ -691,25 +800,49 @@ class _HttpConnection(asyncio.Protocol):
         self._buffered = cast(asyncio.Transport, self._transport).get_write_buffer_size()
 
 
-def _split_target(request: EdgeRequest, url: bytes) -> None:
-    request.path, request.raw_path, request.query_string = _TARGETS(url)
+def _head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
+    """About the size of a request head: its target, and each header line (name, value, separator and line end)."""
+    return len(url) + sum(len(name) + len(value) for name, value in headers) + 4 * len(headers)
 
 
-def _target(url: bytes) -> tuple[str, str, bytes]:
-    """A request target's path (percent-decoded), its path as sent, and its query string."""
+# The absolute form of a target: ``http://host[:port]/path?query``; its authority without user info.
+_ABSOLUTE_FORM: Final = re.compile(rb"(?i:https?)://([^/?#@]+)(/[^#]*|\?[^#]*|)")
+
+
+def _target(url: bytes) -> tuple[str, str, bytes, bytes | None]:
+    """A request target's path (percent-decoded), its path as sent, its query string, and the authority of an
+    absolute-form target (``host[:port]``; None for the origin form). Raises ValueError for anything else than the
+    origin form, the absolute form of an http or https URL and ``*``, and for a fragment (``#``), which a client
+    never sends (RFC 9112, 3.2)."""
+    authority = None
     if url[:1] != b"/":
         if url == b"*":
-            return "*", "*", b""
-        parsed = httptools.parse_url(url)  # the absolute form, ``http://host/path``
-        url = (parsed.path or b"/") + (b"?" + parsed.query if parsed.query else b"")
+            return "*", "*", b"", None
+        absolute = _ABSOLUTE_FORM.fullmatch(url)
+        if absolute is None:
+            raise ValueError("not a request target")
+        authority, url = absolute.group(1), absolute.group(2)
+        url = b"/" + url if url[:1] != b"/" else url
+    elif b"#" in url:
+        raise ValueError("a request target has no fragment")
     path, _, query = url.partition(b"?")
     text = path.decode("latin-1")
-    return unquote(text) if "%" in text else text, text, query
+    return unquote(text) if "%" in text else text, text, query, authority
 
 
 # Targets and methods recur from request to request (see ``edgeplane.bounded_memo``).
 _TARGETS = BoundedMemo(_target)
 _METHODS: BoundedMemo[bytes, str] = BoundedMemo(bytes.decode)  # httptools accepts only known (ASCII) methods
+
+
+def connection_limit(max_connections: int) -> int:
+    """How many client connections a server keeps open: ``max_connections``, or three quarters of the process's
+    limit on open files when that is lower, so that the rest (upstream connections, journals, the database) are
+    not starved by clients."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    return max(1, min(max_connections, soft * 3 // 4))
 
 
 def _address(value: object) -> tuple[str, int] | None:

@@ -23,6 +23,7 @@ or not request logging is on: it is what a user quotes to find a request, in the
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable
 from typing import Final
@@ -48,6 +49,15 @@ _WRONG_METHOD_HEADERS = ((b"allow", b"POST"),)
 _UNSUPPORTED_MEDIA_TYPE = jsonrpc_error(
     415, INVALID_REQUEST, "unsupported media type; use Content-Type: application/json"
 )
+_MALFORMED_HOST = jsonrpc_error(400, INVALID_REQUEST, "malformed Host header")
+# A coded body (gzip, ...) is refused rather than decoded: the firewall and the gateway read the body as sent, and a
+# decompressor would need its own bounds against a small body that inflates without end.
+_UNSUPPORTED_ENCODING = jsonrpc_error(
+    415,
+    INVALID_REQUEST,
+    "unsupported content encoding; send the body without Content-Encoding",
+    headers=((b"accept-encoding", b"identity"),),
+)
 
 
 class EdgeRouter:
@@ -68,7 +78,7 @@ class EdgeRouter:
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
-        if request.path == "/healthz":
+        if _path(request) == "/healthz":
             request.context = NOT_LOGGED
             return _HEALTHY
         response = self._refusal(request)
@@ -81,18 +91,20 @@ class EdgeRouter:
         """The request's exchange, made once: ``answer_head`` makes it, ``handle`` and ``answered`` reuse it."""
         exchange = request.context
         if not isinstance(exchange, Exchange):
-            host = _host(request)
-            exchange = request.context = Exchange(host, self.snapshots.current.web3_zone(host))
+            host, valid = _host(request)
+            exchange = request.context = Exchange(host, self.snapshots.current.web3_zone(host) if valid else None)
         return exchange
 
     def _refusal(self, request: EdgeRequest) -> EdgeResponse | None:
-        path = request.path
+        path = _path(request)
         if not path.startswith("/v1/"):
             return jsonrpc_error(404, INVALID_REQUEST, f"not found: {path}; use POST /v1/<network>")
         exchange = self._exchange(request)
         if exchange.zone is None:
+            if not _host(request)[1]:
+                return _MALFORMED_HOST
             return jsonrpc_error(404, INVALID_REQUEST, f"no web3 gateway is configured for host {exchange.host!r}")
-        network = _network(path)
+        network = path[4:]
         if network not in self.gateway.pools:
             unknown = self.gateway.unknown_network(network)
             return EdgeResponse(unknown.status, unknown.body)
@@ -105,6 +117,9 @@ class EdgeRouter:
             )
         if not _is_json(request):
             return _UNSUPPORTED_MEDIA_TYPE
+        coding = request.content_encoding
+        if coding is not None and coding.strip().lower() != b"identity":
+            return _UNSUPPORTED_ENCODING
         return None
 
     def handle(self, request: EdgeRequest) -> EdgeResponse | Awaitable[EdgeResponse]:
@@ -117,7 +132,7 @@ class EdgeRouter:
             verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange))
             if verdict.blocked:
                 return _refusal(request, verdict, exchange.ray_id)
-        answer = self.gateway.respond(_network(request.path), request.body)
+        answer = self.gateway.respond(_path(request)[4:], request.body)
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
         return self._awaited(answer, exchange)
@@ -154,7 +169,7 @@ class EdgeRouter:
             method=request.method,
             scheme="http",
             host=exchange.host,
-            raw_path=request.raw_path or request.path,
+            raw_path=_path(request),
             query=request.query_string.decode("latin-1"),
             headers=request.headers,
             body=request.body,
@@ -201,23 +216,35 @@ def _with_ray(response: EdgeResponse, ray_id: str) -> EdgeResponse:
     )
 
 
-def _network(path: str) -> str:
-    return path[4:].rstrip("/")
+def _path(request: EdgeRequest) -> str:
+    """The path as sent, percent-encoding and all: what routes a request and what the firewall's
+    ``http.request.uri.path`` is, so that no spelling of a path reaches a network under a name the firewall's rules
+    do not see (a request made without the server, in tests, has only ``path``)."""
+    return request.raw_path or request.path
 
 
-def _host(request: EdgeRequest) -> str:
+def _host(request: EdgeRequest) -> tuple[str, bool]:
+    """The request's host (``_host_name``): the Host header's, or the absolute-form target's that the server put in
+    its place; without either (HTTP/1.0), the address the client connected to."""
     value = request.noted[HOST]
     if value is None:
-        return request.server[0] if request.server else ""
+        return (request.server[0] if request.server else ""), True
     return _HOSTS(value)
 
 
-def _host_name(value: bytes) -> str:
-    """The host of a Host header: lower case, without the port or an IPv6 address's brackets."""
+# A Host header, or the authority of an absolute-form target: a DNS name or an IP address, and a port (RFC 9110,
+# 7.2; stricter than RFC 3986's reg-name, which also allows sub-delimiters and percent-encoding).
+_HOST_SYNTAX: Final = re.compile(r"(?:\[[0-9a-f:.]+\]|[a-z0-9._-]*)(?::[0-9]{1,5})?")
+
+
+def _host_name(value: bytes) -> tuple[str, bool]:
+    """The host of a Host header, lower case, without the port or an IPv6 address's brackets; and whether the
+    header is well-formed (a malformed one is refused with 400, as RFC 9112, 3.2 asks, and routes nowhere)."""
     host = value.decode("latin-1").lower()
+    valid = _HOST_SYNTAX.fullmatch(host) is not None
     if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if ":" in host else host
+        return (host[1 : host.find("]")] if "]" in host else host), valid
+    return (host.rsplit(":", 1)[0] if ":" in host else host), valid
 
 
 _HOSTS = BoundedMemo(_host_name)  # hosts recur from request to request (see ``edgeplane.bounded_memo``)
