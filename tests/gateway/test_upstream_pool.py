@@ -13,6 +13,7 @@ from aiohttp import web
 
 from edgeplane.config import GatewaySettings, UpstreamSettings
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
+from edgeplane.gateway.jsonrpc import RpcRequest
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
 
@@ -69,13 +70,13 @@ async def make_pool() -> AsyncIterator[Callable[..., object]]:
         await server.stop()
 
 
-BODY = b'{"jsonrpc":"2.0","method":"eth_chainId","params":[],"id":1}'
+REQUEST = RpcRequest(1, "eth_chainId", [])
 
 
 async def test_reads_fail_over_to_a_working_node(make_pool: Callable[..., object]) -> None:
     pool, (bad, good) = await make_pool(503, 200)  # type: ignore[misc]
     for _ in range(4):
-        answer = await pool.forward(BODY, idempotent=True)
+        answer = await pool.forward(REQUEST, idempotent=True)
         assert orjson.loads(answer)["result"] == "0x1"
     assert good.hits == 4
     assert bad.hits == 1  # marked failing after the first error; tried again only as a last resort
@@ -84,19 +85,19 @@ async def test_reads_fail_over_to_a_working_node(make_pool: Callable[..., object
 async def test_reads_are_retried_a_bounded_number_of_times(make_pool: Callable[..., object]) -> None:
     pool, (only,) = await make_pool(502)  # type: ignore[misc]
     with pytest.raises(UpstreamUnavailable, match="3 attempts"):
-        await pool.forward(BODY, idempotent=True)
+        await pool.forward(REQUEST, idempotent=True)
     assert only.hits == 3
 
 
 async def test_raw_transactions_never_go_twice_to_the_same_node(make_pool: Callable[..., object]) -> None:
     pool, nodes = await make_pool(503, 500)  # type: ignore[misc]
     with pytest.raises(UpstreamUnavailable):
-        await pool.forward(BODY, idempotent=False)
+        await pool.forward(REQUEST, idempotent=False)
     assert [node.hits for node in nodes] == [1, 1]
 
     single_pool, (single,) = await make_pool(503)  # type: ignore[misc]
     with pytest.raises(UpstreamUnavailable, match="1 attempt\\)"):
-        await single_pool.forward(BODY, idempotent=False)
+        await single_pool.forward(REQUEST, idempotent=False)
     assert single.hits == 1
 
 
@@ -113,14 +114,14 @@ async def test_non_json_answers_fail_over(make_pool: Callable[..., object]) -> N
     pool, (node,) = await make_pool(200, answer=None)  # type: ignore[misc]
     node.answer = "<html>"  # type: ignore[assignment]
     with pytest.raises(UpstreamUnavailable):
-        await pool.forward(BODY, idempotent=True)
+        await pool.forward(REQUEST, idempotent=True)
     assert node.hits == 3
 
 
 async def test_no_upstream_is_unavailable() -> None:
     pool = UpstreamPool("empty", [], GatewaySettings())
     with pytest.raises(UpstreamUnavailable, match="no upstream node is configured for network 'empty'"):
-        await pool.forward(BODY, idempotent=True)
+        await pool.forward(REQUEST, idempotent=True)
 
 
 async def test_ask_each_does_not_wait_long_for_a_slow_node(make_pool: Callable[..., object]) -> None:

@@ -1,7 +1,8 @@
 """The per-method limits of seed 000, checked before any upstream call.
 
 Block tags and omitted bounds are resolved against the network's head first; a range counts both ends. A request
-over a limit gets an invalid-params error whose message and ``data`` name the limit and the value.
+over a limit gets an invalid-params error whose message and ``data`` name the limit and the value. An ``eth_getLogs``
+filter with a member the gateway does not read is refused, so that the node reads the filter the gateway checked.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from typing import Any, Protocol
 
 from edgeplane.gateway.errors import InvalidParams
 from edgeplane.gateway.policy import GatewayLimits
-from edgeplane.gateway.quantities import BlockRef, parse_block_ref, parse_quantity
+from edgeplane.gateway.quantities import BlockRef, check_members, parse_block_ref, parse_quantity
+
+# The members of an eth_getLogs filter object (as geth's FilterCriteria reads them).
+GET_LOGS_FILTER_MEMBERS = frozenset({"fromBlock", "toBlock", "address", "topics", "blockHash"})
 
 
 class BlockResolver(Protocol):
@@ -60,6 +64,7 @@ def check_get_logs_at_once(params: list[Any], limits: GatewayLimits) -> bool:
     if not params or not isinstance(params[0], dict):
         raise InvalidParams("invalid eth_getLogs params: expected [filter object]")
     query = params[0]
+    check_members(query, GET_LOGS_FILTER_MEMBERS, name="eth_getLogs params")
     if query.get("blockHash") is not None:
         if query.get("fromBlock") is not None or query.get("toBlock") is not None:
             raise InvalidParams("invalid eth_getLogs params: blockHash cannot be combined with fromBlock or toBlock")

@@ -1,5 +1,6 @@
-"""Parsing of the JSON-RPC parameter types the gateway must understand: quantities, block numbers and tags, and
-addresses. Each parser names the parameter in its error, so callers see exactly which value is wrong.
+"""Parsing of the JSON-RPC parameter types the gateway must understand: quantities, block numbers and tags,
+addresses, and the members of filter objects. Each parser names the parameter in its error, so callers see exactly
+which value is wrong.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ def parse_address(value: Any, *, name: str) -> str:
     if isinstance(value, str) and _ADDRESS.fullmatch(value):
         return value.lower()
     raise InvalidParams(f"invalid {name}: expected a 0x-prefixed 20-byte hex address, got {_show(value)}")
+
+
+def check_members(value: dict[str, Any], known: frozenset[str], *, name: str) -> None:
+    """Refuses an object with a member not in ``known`` (names compare exactly). Why: the gateway reads a filter
+    object by its exact member names, but a Go node matches them ignoring case (``FromBlock`` is ``fromBlock`` to
+    geth), so a member the gateway does not read could be one the node does. Raises ``InvalidParams`` naming the
+    first unknown member in sorted order."""
+    if not known.issuperset(value):
+        unknown = sorted(set(value) - known)
+        raise InvalidParams(f"invalid {name}: unknown member {_show(unknown[0])}")
 
 
 def to_hex(number: int) -> str:

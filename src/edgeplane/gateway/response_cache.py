@@ -37,7 +37,7 @@ import structlog
 from edgeplane import metrics
 from edgeplane.batched_counts import BatchedCount
 from edgeplane.config import ResponseCacheSettings
-from edgeplane.gateway.jsonrpc import RpcRequest
+from edgeplane.gateway.jsonrpc import RpcRequest, encode_request
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 from edgeplane.gateway.upstream_pool import UpstreamPool
 
@@ -77,12 +77,11 @@ class CachedAnswer:
     status: CacheStatus
 
 
-def _key(request: RpcRequest) -> bytes:
-    """What identifies a request's answer: its method and params (a key holding ``"pending"`` is never kept)."""
-    try:
-        return request.method.encode() + orjson.dumps(request.params)
-    except TypeError:  # params orjson reads but cannot write (nested too deep): not a key, not kept
-        return _PENDING
+def _key(request: RpcRequest, params: bytes) -> bytes:
+    """What identifies a request's answer: its method and ``params``, the params exactly as the node receives them
+    (``encode_request``), so that two requests with one key are one request to the node (a key holding
+    ``"pending"`` is never kept)."""
+    return request.method.encode() + params
 
 
 def _answer_body(request: RpcRequest, result: bytes) -> bytes:
@@ -128,31 +127,34 @@ class ResponseCache:
         generation = self._generation
         if generation is None or not self._fresh(time.monotonic()):
             return None
-        kept = generation.entries.get(_key(request))
+        kept = generation.entries.get(_key(request, orjson.dumps(request.params)))
         if kept is None:
             return None
         self._lookups["hit"].add()
         return _answer_body(request, kept)
 
-    async def answer(self, request: RpcRequest, body: bytes) -> CachedAnswer:
-        """The answer to ``request`` (whose raw ``body`` goes to the node on a miss), from the cache or the pool.
+    async def answer(self, request: RpcRequest) -> CachedAnswer:
+        """The answer to ``request``, from the cache or the pool (which gets the request written again, with the
+        caller's id).
 
         Raises what ``UpstreamPool.forward`` raises when no node can answer.
         """
-        key = _key(request)
+        params = orjson.dumps(request.params)
+        key = _key(request, params)
         if _PENDING in key:
             self._lookups["bypass"].add()
-            return CachedAnswer(await self.pool.forward(body, idempotent=True), "bypass")
+            return CachedAnswer(await self.pool.forward(request, idempotent=True), "bypass")
         generation = await self._current_generation()
         if generation is None:
             self._lookups["bypass"].add()
-            return CachedAnswer(await self.pool.forward(body, idempotent=True), "bypass")
+            return CachedAnswer(await self.pool.forward(request, idempotent=True), "bypass")
         kept = generation.entries.get(key)
         if kept is not None:
             self._lookups["hit"].add()
             return CachedAnswer(_answer_body(request, kept), "hit")
         self._lookups["miss"].add()
         in_step = self._in_step
+        body = encode_request(request, params)
 
         async def post(node: UpstreamNode) -> tuple[bytes, bool]:
             return await node.post(body, idempotent=True), node.label in in_step

@@ -4,6 +4,10 @@ Order of checks for a single request: network (404), JSON (400, -32700), envelop
 (403, -32001), limits (200, -32602), then the upstream pool (502, -32002, when no node can answer). A node's own
 JSON-RPC answer, error or not, is passed through with HTTP 200. In a batch every item is answered in its place with
 HTTP 200; items that pass the checks go to the node in one upstream batch.
+
+What a node receives is the checked request written again (``jsonrpc.encode_request``, or the node client's own
+calls), never the caller's bytes: the gateway checks one reading of the body, and a node that reads JSON by other
+rules (Go's, ignoring case) must not run another.
 """
 
 from __future__ import annotations
@@ -134,7 +138,7 @@ class Gateway:
             if hit is not None:
                 self._count(network, method, "answered")
                 return GatewayResponse(200, hit, "hit")
-        return self._single(pool, item, body, cache, limits_checked)
+        return self._single(pool, item, cache, limits_checked)
 
     async def handle(self, network: str, body: bytes) -> GatewayResponse:
         """``respond``'s answer, awaited."""
@@ -142,7 +146,7 @@ class Gateway:
         return answer if isinstance(answer, GatewayResponse) else await answer
 
     async def _single(
-        self, pool: UpstreamPool, request: RpcRequest, body: bytes, cache: ResponseCache | None, limits_checked: bool
+        self, pool: UpstreamPool, request: RpcRequest, cache: ResponseCache | None, limits_checked: bool
     ) -> GatewayResponse:
         """The answer to an allowed request that ``respond`` could not give at once (its limit still to be checked
         against the head unless ``limits_checked``)."""
@@ -155,11 +159,11 @@ class Gateway:
                 if not limits_checked:
                     await self._check_limits(pool, request)
                 if cache is not None:
-                    cached = await cache.answer(request, body)
+                    cached = await cache.answer(request)
                     self._count(pool.network, method, "answered")
                     return GatewayResponse(200, cached.body, cached.status)
-                # The checked body goes to the node unchanged, so the node echoes the caller's id itself.
-                answer = await self._forward(pool, method, body)
+                # The request goes with the caller's id, so the node's answer echoes it.
+                answer = await self._forward(pool, request)
         except GatewayError as error:
             return self._refused(pool, request, error)
         self._count(pool.network, method, "answered")
@@ -171,11 +175,11 @@ class Gateway:
         status = 200 if isinstance(error, UpstreamRejected) else error.http_status
         return GatewayResponse(status, encode(error_object(request.id, error)))
 
-    async def _forward(self, pool: UpstreamPool, method: str, body: bytes) -> bytes:
-        if method not in self.policy.non_idempotent:
-            return await pool.forward(body, idempotent=True)
+    async def _forward(self, pool: UpstreamPool, request: RpcRequest) -> bytes:
+        if request.method not in self.policy.non_idempotent:
+            return await pool.forward(request, idempotent=True)
         try:
-            return await pool.forward(body, idempotent=False)
+            return await pool.forward(request, idempotent=False)
         finally:
             # The write may have changed what every cached answer says, whether or not its answer came back.
             self._forget_head(pool)

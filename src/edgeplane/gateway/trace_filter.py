@@ -22,7 +22,7 @@ import structlog
 from edgeplane.gateway.errors import InvalidParams, UpstreamRejected
 from edgeplane.gateway.limits import BlockResolver, LimitExceeded, measure_block_range
 from edgeplane.gateway.policy import GatewayLimits
-from edgeplane.gateway.quantities import BlockRef, parse_address, parse_block_ref, parse_quantity
+from edgeplane.gateway.quantities import BlockRef, check_members, parse_address, parse_block_ref, parse_quantity
 from edgeplane.gateway.trace_records import (
     CallFrameError,
     TraceRecord,
@@ -71,9 +71,7 @@ def parse_trace_filter_params(params: list[Any]) -> TraceFilterParams:
     if len(params) != 1 or not isinstance(params[0], dict):
         raise InvalidParams("invalid trace_filter params: expected [filter object]")
     query: dict[str, Any] = params[0]
-    unknown = sorted(set(query) - _MEMBERS)
-    if unknown:
-        raise InvalidParams(f"invalid trace_filter params: unknown member {unknown[0]!r}")
+    check_members(query, _MEMBERS, name="trace_filter params")
 
     def present(member: str) -> Any:
         return query.get(member)

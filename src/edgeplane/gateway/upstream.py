@@ -17,6 +17,7 @@ import orjson
 from edgeplane.config import TraceFilterStrategy, UpstreamSettings
 from edgeplane.gateway.errors import UpstreamRejected
 from edgeplane.gateway.http_transport import DEFAULT_MAX_CONNECTIONS, HttpTransport, HttpTransportError
+from edgeplane.gateway.jsonrpc import RpcRequest, encode_request
 
 # Node clients whose own trace_filter refuses ranges larger than this many blocks.
 KNOWN_TRACE_FILTER_RANGE_LIMITS: dict[str, int] = {"anvil": 300}
@@ -72,7 +73,8 @@ class UpstreamNode:
         return None
 
     async def post(self, body: bytes, *, timeout_seconds: float | None = None, idempotent: bool = False) -> bytes:
-        """Sends a raw JSON-RPC body and returns the node's raw JSON answer.
+        """Sends a JSON-RPC body and returns the node's raw JSON answer. The body is one the gateway wrote
+        (``jsonrpc.encode_request``), never a caller's bytes.
 
         ``idempotent`` lets the transport send the body again, once, when a kept-alive connection drops under it
         before any answer; leave it false for anything that may change state.
@@ -103,7 +105,7 @@ class UpstreamNode:
         self, method: str, params: list[Any], *, timeout_seconds: float | None = None, idempotent: bool = False
     ) -> Any:
         """Calls one method and returns its result. Raises ``UpstreamRejected`` for a JSON-RPC error."""
-        body = orjson.dumps({"jsonrpc": "2.0", "id": self._request_id(), "method": method, "params": params})
+        body = encode_request(RpcRequest(self._request_id(), method, params))
         answer = _loads(await self.post(body, timeout_seconds=timeout_seconds, idempotent=idempotent), self.label)
         if not isinstance(answer, dict):
             raise UpstreamTransportError(f"{self.label}: answer to {method} is not a JSON-RPC object")
@@ -122,11 +124,12 @@ class UpstreamNode:
             return []
         base = self._request_id()
         self._next_id += len(calls)
-        body = orjson.dumps(
-            [
-                {"jsonrpc": "2.0", "id": base + index, "method": method, "params": params}
-                for index, (method, params) in enumerate(calls)
-            ]
+        body = (
+            b"["
+            + b",".join(
+                encode_request(RpcRequest(base + index, method, params)) for index, (method, params) in enumerate(calls)
+            )
+            + b"]"
         )
         answer = _loads(await self.post(body, idempotent=idempotent), self.label)
         if not isinstance(answer, list):

@@ -19,6 +19,7 @@ from prometheus_client import Histogram
 from edgeplane import metrics
 from edgeplane.config import GatewaySettings
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
+from edgeplane.gateway.jsonrpc import RpcRequest, encode_request
 from edgeplane.gateway.quantities import BlockRef
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 
@@ -155,8 +156,10 @@ class UpstreamPool:
             metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(1)
         node.record_success()
 
-    async def forward(self, body: bytes, *, idempotent: bool) -> bytes:
-        """Sends a raw single JSON-RPC request and returns the node's raw answer."""
+    async def forward(self, request: RpcRequest, *, idempotent: bool) -> bytes:
+        """Sends a checked request (written again by ``encode_request``, with the caller's id) and returns the
+        node's raw answer, which echoes that id."""
+        body = encode_request(request)
         return await self.execute(lambda node: node.post(body, idempotent=idempotent), idempotent=idempotent)
 
     # -- block numbers -----------------------------------------------------------------------------------------
