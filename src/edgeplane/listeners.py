@@ -4,12 +4,18 @@ signals are left to the caller (several servers may share one event loop)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import math
 import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from edgeplane.config import ApiSettings
 
 
 class ListenError(OSError):
@@ -62,12 +68,113 @@ class AsgiServer(uvicorn.Server):
         yield
 
 
-def asgi_server(app: Any) -> AsgiServer:
-    """A uvicorn server for ``app`` on the running loop, with httptools, no lifespan, no access log."""
+class BoundedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, bounded (uvicorn itself never closes a connection that sends nothing or half a
+    request, and lets a request head grow without limit):
+
+    - past ``max_connections`` open connections, a new one is answered 503 and closed at once, so that idle clients
+      cannot take the file descriptors the process shares with the edge;
+    - a connection with no request in progress is closed after ``idle_timeout_seconds`` (from its opening, and from
+      the end of each answer);
+    - a request's line, headers and body must all arrive within ``request_timeout_seconds`` of its first byte,
+      however slowly they trickle; the connection is closed otherwise;
+    - a request head over ``max_header_bytes`` is answered 431 and the connection closed.
+
+    The body's size is the application's to bound (``edgeplane.api.endpoint``): it reads it as it streams.
+    """
+
+    limits: ClassVar[ApiSettings]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._receiving = False
+        self._head_bytes = 0
+        self._head_complete = True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        if len(self.connections) > self.limits.max_connections:
+            self._refuse(503, "Service Unavailable", "too many connections to the API; try again later")
+            return
+        self._arm(self.limits.idle_timeout_seconds)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if not self._head_complete and not self.transport.is_closing():
+            self._head_bytes += len(data)
+            if self._head_bytes > self.limits.max_header_bytes:
+                self._refuse(431, "Request Header Fields Too Large", "request line and headers are too large")
+
+    def on_message_begin(self) -> None:
+        self._receiving = True
+        self._head_complete = False
+        self._head_bytes = 0
+        self._arm(self.limits.request_timeout_seconds)
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._head_complete = True
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._receiving = False
+        self._disarm()  # the application has the request now; its answer is its own to bound
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        pipelined = bool(self.pipeline)  # the next request starts now: it is not idle
+        super().on_response_complete()
+        if not pipelined and not self._receiving and not self.transport.is_closing():
+            self._arm(self.limits.idle_timeout_seconds)
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _refuse(self, status: int, reason: str, message: str) -> None:
+        """Answers a coded v4 envelope and closes the connection, whatever the parser's state."""
+        self._disarm()
+        body = json.dumps(
+            {"success": False, "errors": [{"code": 10000 + status, "message": message}], "messages": [], "result": None}
+        ).encode()
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n"
+        ).encode()
+        if self.cycle is None or not self.cycle.response_started:
+            self.transport.write(head + body)
+        if self.cycle is not None:
+            self.cycle.keep_alive = False
+        self.transport.close()
+
+
+def asgi_server(app: Any, *, limits: ApiSettings | None = None) -> AsgiServer:
+    """A uvicorn server for ``app`` on the running loop, with httptools, no lifespan, no access log; with ``limits``,
+    its connections are bounded as ``BoundedHttpProtocol`` says."""
+    protocol: type[asyncio.Protocol] | str = "httptools"
+    keep_alive = 30
+    if limits is not None:
+        protocol = type("ApiHttpProtocol", (BoundedHttpProtocol,), {"limits": limits})
+        keep_alive = max(1, math.ceil(limits.idle_timeout_seconds))  # a fallback: the protocol's own timer is first
     config = uvicorn.Config(
         app,
         loop="none",
-        http="httptools",
+        http=protocol,
         ws="none",
         lifespan="off",
         access_log=False,
@@ -75,6 +182,6 @@ def asgi_server(app: Any) -> AsgiServer:
         server_header=False,
         date_header=False,
         proxy_headers=False,
-        timeout_keep_alive=30,
+        timeout_keep_alive=keep_alive,
     )
     return AsgiServer(config)
