@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 from edgeplane.api.asgi import build_api_app
 from edgeplane.api.endpoint import ControlPlane
 from edgeplane.bootstrap import ensure_bootstrap
+from edgeplane.logs.destinations import DestinationPolicy
 from edgeplane.store.database import Database, default_database_url
 from tests.support.postgres import PostgresServer
 
@@ -64,6 +65,11 @@ def api(database: Database, tmp_path: Path) -> Iterator[Api]:
     ensure_bootstrap(tmp_path, database)
     credentials = json.loads((tmp_path / "credentials.json").read_text())
     changes: list[int] = []
-    plane = ControlPlane(database, secret=b"test-secret", on_change=lambda: changes.append(1))
+    plane = ControlPlane(
+        database,
+        secret=b"test-secret",
+        on_change=lambda: changes.append(1),
+        destinations=DestinationPolicy(file_root=tmp_path),  # file:// destinations under the test's directory
+    )
     with TestClient(build_api_app(plane)) as client:
         yield Api(client, credentials, changes)

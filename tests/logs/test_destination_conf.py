@@ -150,22 +150,34 @@ def test_malformed(conf: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     "host",
-    ["127.0.0.1", "10.0.0.1", "[::1]", "169.254.169.254", "metadata.example.com", "xn--bcher-kva.example", "2130706433"],
+    [
+        "127.0.0.1",
+        "10.0.0.1",
+        "[::1]",
+        "169.254.169.254",
+        "metadata.example.com",
+        "xn--bcher-kva.example",
+        "2130706433",
+    ],
 )
 def test_hosts_are_not_judged_by_the_parser(host: str) -> None:
     # Whether a host may be reached is the operator's policy (tests/logs/destinations/test_address_policy.py).
     assert isinstance(parse_destination_conf(f"https://{host}/in"), HttpsDestination)
 
 
+# 127.0.0.1 in fullwidth digits, which IDNA would turn into ASCII digits on the way to the resolver
+FULLWIDTH_LOOPBACK = "\uff11\uff12\uff17.\uff10.\uff10.\uff11"
+
+
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ("https://１２７.０.０.１/in", "ASCII host name"),  # fullwidth digits: IDNA would make them 127.0.0.1
+        (f"https://{FULLWIDTH_LOOPBACK}/in", "ASCII host name"),
         ("https://bücher.example/in", "xn--"),
         ("https://%31%32%37.0.0.1/in", "ASCII host name"),
         ("https://a..b/in", "ASCII host name"),
         ("https://[fe80::1%25eth0]/in", "IPv6"),
-        ("s3://bucket?region=auto&endpoint=http://１２７.０.０.１:8333", "ASCII host name"),
+        (f"s3://bucket?region=auto&endpoint=http://{FULLWIDTH_LOOPBACK}:8333", "ASCII host name"),
     ],
 )
 def test_hosts_must_be_ascii_names_or_addresses(conf: str, message: str) -> None:

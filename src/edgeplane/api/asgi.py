@@ -76,22 +76,22 @@ def v4_table(plane: ControlPlane) -> list[ApiRoute]:
         ApiRoute("/zones/{zone_id}/web3/hostnames/{identifier}", "PATCH", web3_hostnames.edit_hostname, web3_write),
         ApiRoute("/zones/{zone_id}/web3/hostnames/{identifier}", "DELETE", web3_hostnames.delete_hostname, web3_write),
     ]
-    ownership = logpush.Ownership(plane.secret)
+    destinations = logpush.Logpush(plane.secret, plane.destinations)
     logs_read, logs_write = path_read("logs"), path_write("logs")
     for scope in ("/zones/{zone_id}", "/accounts/{account_id}"):
         base = scope + "/logpush"
         table += [
             ApiRoute(base + "/jobs", "GET", logpush.list_jobs, logs_read),
-            ApiRoute(base + "/jobs", "POST", logpush.create_job, logs_write),
+            ApiRoute(base + "/jobs", "POST", destinations.create_job, logs_write),
             ApiRoute(base + "/jobs/{job_id}", "GET", logpush.get_job, logs_read),
-            ApiRoute(base + "/jobs/{job_id}", "PUT", logpush.update_job, logs_write),
+            ApiRoute(base + "/jobs/{job_id}", "PUT", destinations.update_job, logs_write),
             ApiRoute(base + "/jobs/{job_id}", "DELETE", logpush.delete_job, logs_write),
             ApiRoute(base + "/datasets/{dataset}/fields", "GET", logpush.dataset_fields, logs_read),
             ApiRoute(base + "/datasets/{dataset}/jobs", "GET", logpush.dataset_jobs, logs_read),
-            ApiRoute(base + "/ownership", "POST", ownership.request_challenge, logs_write),
-            ApiRoute(base + "/ownership/validate", "POST", ownership.validate, logs_write),
+            ApiRoute(base + "/ownership", "POST", destinations.request_challenge, logs_write),
+            ApiRoute(base + "/ownership/validate", "POST", destinations.validate_challenge, logs_write),
             # Checking a destination reaches out to it (and tells whether it exists): a writer's act, not a reader's.
-            ApiRoute(base + "/validate/destination", "POST", logpush.validate_destination, logs_write),
+            ApiRoute(base + "/validate/destination", "POST", destinations.validate_destination, logs_write),
             ApiRoute(base + "/validate/destination/exists", "POST", logpush.destination_exists, logs_write),
             ApiRoute(base + "/validate/origin", "POST", logpush.validate_origin, logs_read),
         ]

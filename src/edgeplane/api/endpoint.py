@@ -26,6 +26,7 @@ from starlette.responses import Response
 from edgeplane.api.auth import Principal, authenticate, authorize, forbidden
 from edgeplane.api.errors import ApiError, bad_request
 from edgeplane.api.permissions import Access, Permission, RouteAccess, Target
+from edgeplane.logs.destinations import DestinationPolicy
 from edgeplane.store.database import Database
 from edgeplane.store.models import ConfigVersion
 
@@ -92,10 +93,13 @@ class ControlPlane:
         on_change: Callable[[], None] | None = None,
         on_job_created: Callable[[str, int], None] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        destinations: DestinationPolicy | None = None,
     ) -> None:
         self.database = database
         self.max_body_bytes = max_body_bytes
         self.secret = secret  # keys what the API derives rather than stores (ownership challenges)
+        # Where Logpush destinations may lead; by default no private address and no file:// destination.
+        self.destinations = destinations or DestinationPolicy()
         self.on_change = on_change or (lambda: None)
         # A new Logpush job starts at the current end of the logs: its cursors are placed when it is created.
         self.on_job_created = on_job_created or (lambda dataset, job_id: None)

@@ -5,10 +5,17 @@ Everything a job holds is checked before it is stored: the dataset, the filter (
 the filter language's limits, with the offending path in the error), ``logpull_options``/``output_options``
 (either derives the other), the destination, and the ranges of the upload limits. Account-level jobs read the logs
 of every zone of the account.
+
+A destination is admitted only when the operator's ``DestinationPolicy`` allows what its conf names (addresses,
+the file root), and, when it would be written with the platform's own authority (a directory on this machine, an S3
+bucket reached with the platform's AWS credentials), only with the ``ownership_challenge`` that
+``POST .../logpush/ownership`` wrote there: proof that whoever creates the job can read the destination. The routes
+that write to or look at a destination need write access to the scope, checked before anything is probed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import re
@@ -23,7 +30,14 @@ from edgeplane.api.errors import bad_request, not_found
 from edgeplane.api.scope import Scope, request_scope
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.logs.datasets import DATASETS, Dataset, load_dataset
-from edgeplane.logs.destination_conf import FileDestination, parse_destination_conf
+from edgeplane.logs.destination_conf import (
+    Destination,
+    FileDestination,
+    S3Destination,
+    expand_date,
+    parse_destination_conf,
+)
+from edgeplane.logs.destinations import DestinationFailure, DestinationPolicy, open_destination
 from edgeplane.logs.errors import DestinationError, FilterError, OutputOptionsError, UnknownDatasetError
 from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.output_options import (
@@ -33,9 +47,10 @@ from edgeplane.logs.output_options import (
     parse_output_options,
 )
 from edgeplane.logs.record_format import compile_formatter
-from edgeplane.store.models import LogpushJob
+from edgeplane.store.models import Account, LogpushJob
 
-MAX_JOBS_PER_ZONE = 4
+MAX_JOBS_PER_ZONE = 4  # the real product's limit
+MAX_JOBS_PER_ACCOUNT = 4  # account-level jobs (each reads every zone of the account), on top of the zones' own
 _NAME = re.compile(r"[a-zA-Z0-9.-]*")
 _JOB_MEMBERS = frozenset(
     {
@@ -114,19 +129,12 @@ def _int_in(body: dict[str, Any], member: str, default: int, low: int, high: int
 
 
 def _apply(job: LogpushJob, body: dict[str, Any], dataset: Dataset, *, creating: bool) -> None:
-    """Checks the members in ``body`` and sets them on ``job``."""
+    """Checks the members in ``body`` and sets them on ``job``, all but ``destination_conf`` (``Logpush`` sets it)."""
     if "name" in body or creating:
         name = body.get("name") or ""
         if not isinstance(name, str) or len(name) > 512 or not _NAME.fullmatch(name):
             raise bad_request("name may hold only letters, digits, dots and dashes (at most 512)", pointer="/name")
         job.name = name
-    if "destination_conf" in body or creating:
-        conf = body.get("destination_conf")
-        try:
-            parse_destination_conf(conf)  # type: ignore[arg-type]
-        except DestinationError as error:
-            raise bad_request(str(error), code=1002, pointer="/destination_conf") from None
-        job.destination_conf = str(conf)
     if "enabled" in body:
         if not isinstance(body["enabled"], bool):
             raise bad_request("enabled must be true or false", pointer="/enabled")
@@ -224,40 +232,6 @@ def get_job(request: ApiRequest) -> ApiResult:
     return ApiResult(job_json(_job(request, request_scope(request))))
 
 
-def create_job(request: ApiRequest) -> ApiResult:
-    """``POST .../logpush/jobs``."""
-    scope = request_scope(request, write=True)
-    body = require_object(request.body)
-    reject_unknown(body, _JOB_MEMBERS)
-    dataset = _dataset(body.get("dataset") or "http_requests")
-    if scope.zone_id is not None:
-        count = request.session.scalar(
-            select(func.count()).select_from(LogpushJob).where(LogpushJob.zone_id == scope.zone_id)
-        )
-        if (count or 0) >= MAX_JOBS_PER_ZONE:
-            raise bad_request(
-                f"creating a job would exceed the limit of {MAX_JOBS_PER_ZONE} Logpush jobs for this zone", code=1005
-            )
-    job = LogpushJob(zone_id=scope.zone_id, account_id=scope.account_id, dataset=dataset.name)
-    _apply(job, body, dataset, creating=True)
-    request.session.add(job)
-    request.session.flush()
-    job_id, dataset_name = job.id, job.dataset
-    return ApiResult(job_json(job), changed=True, after_commit=lambda plane: plane.on_job_created(dataset_name, job_id))
-
-
-def update_job(request: ApiRequest) -> ApiResult:
-    """``PUT .../logpush/jobs/{job_id}``: any member but ``dataset`` (fixed at creation)."""
-    scope = request_scope(request, write=True)
-    job = _job(request, scope)
-    body = require_object(request.body)
-    reject_unknown(body, _JOB_MEMBERS | _READ_ONLY)
-    if "dataset" in body and body["dataset"] not in (None, job.dataset):
-        raise bad_request("dataset cannot be changed after the job is created", code=1006, pointer="/dataset")
-    _apply(job, {k: v for k, v in body.items() if k not in _READ_ONLY}, load_dataset(job.dataset), creating=False)
-    return ApiResult(job_json(job), changed=True)
-
-
 def delete_job(request: ApiRequest) -> ApiResult:
     """``DELETE .../logpush/jobs/{job_id}``: answers ``{id}``."""
     scope = request_scope(request, write=True)
@@ -269,14 +243,14 @@ def delete_job(request: ApiRequest) -> ApiResult:
 # -- destinations -----------------------------------------------------------------------------------------------
 
 
-def _destination(body: Any) -> str:
-    body = require_object(body)
-    conf = body.get("destination_conf")
+def _parse(body: Any) -> tuple[str, Destination]:
+    conf = require_object(body).get("destination_conf")
+    if not isinstance(conf, str):
+        raise bad_request("destination_conf must be a string", code=1002, pointer="/destination_conf")
     try:
-        parse_destination_conf(conf)
+        return conf, parse_destination_conf(conf)
     except DestinationError as error:
         raise bad_request(str(error), code=1002, pointer="/destination_conf") from None
-    return str(conf)
 
 
 def challenge_token(secret: bytes, scope: Scope, conf: str) -> str:
@@ -285,64 +259,155 @@ def challenge_token(secret: bytes, scope: Scope, conf: str) -> str:
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
-class Ownership:
-    """The ownership challenge: write a token to the destination, then prove it was read back."""
+def needs_ownership_challenge(destination: Destination) -> bool:
+    """Whether a job needs the destination's ownership challenge: one written with the platform's own authority (a
+    directory on this machine, or an S3 bucket reached with the platform's AWS credentials). An S3 store given with
+    the tenant's own keys, and an HTTPS endpoint (which is sent only what the job selects, and only to an address
+    the policy allows), need none, as on the real API."""
+    if isinstance(destination, FileDestination):
+        return True
+    return isinstance(destination, S3Destination) and destination.secret_access_key is None
 
-    def __init__(self, secret: bytes) -> None:
+
+def _challenge_name(token: str) -> str:
+    return f"ownership-challenge-{token[:16]}.txt"
+
+
+class Logpush:
+    """The Logpush routes that judge a destination: with the installation ``secret`` (ownership challenges) and the
+    operator's destination ``policy``."""
+
+    def __init__(self, secret: bytes, policy: DestinationPolicy) -> None:
         self.secret = secret
+        self.policy = policy
+
+    def create_job(self, request: ApiRequest) -> ApiResult:
+        """``POST .../logpush/jobs``."""
+        scope = request_scope(request, write=True)
+        body = require_object(request.body)
+        reject_unknown(body, _JOB_MEMBERS)
+        dataset = _dataset(body.get("dataset") or "http_requests")
+        _check_job_limit(request, scope)
+        job = LogpushJob(zone_id=scope.zone_id, account_id=scope.account_id, dataset=dataset.name)
+        job.destination_conf = self._job_destination(scope, body)
+        _apply(job, body, dataset, creating=True)
+        request.session.add(job)
+        request.session.flush()
+        job_id, dataset_name = job.id, job.dataset
+        return ApiResult(
+            job_json(job), changed=True, after_commit=lambda plane: plane.on_job_created(dataset_name, job_id)
+        )
+
+    def update_job(self, request: ApiRequest) -> ApiResult:
+        """``PUT .../logpush/jobs/{job_id}``: any member but ``dataset`` (fixed at creation). A new
+        ``destination_conf`` is checked as at creation (with its ownership challenge); enabling a job checks its
+        destination against the current policy."""
+        scope = request_scope(request, write=True)
+        job = _job(request, scope)
+        body = require_object(request.body)
+        reject_unknown(body, _JOB_MEMBERS | _READ_ONLY)
+        if "dataset" in body and body["dataset"] not in (None, job.dataset):
+            raise bad_request("dataset cannot be changed after the job is created", code=1006, pointer="/dataset")
+        if "destination_conf" in body and body["destination_conf"] != job.destination_conf:
+            job.destination_conf = self._job_destination(scope, body)
+        elif body.get("enabled") is True:  # the policy may have changed since the job was stored
+            _, stored = _parse({"destination_conf": job.destination_conf})
+            self._admit(stored)
+        changes = {k: v for k, v in body.items() if k not in _READ_ONLY and k != "destination_conf"}
+        _apply(job, changes, load_dataset(job.dataset), creating=False)
+        return ApiResult(job_json(job), changed=True)
 
     def request_challenge(self, request: ApiRequest) -> ApiResult:
-        """``POST .../logpush/ownership``: writes the challenge file; answers its name."""
+        """``POST .../logpush/ownership``: writes the challenge file where the destination's batches go; answers its
+        name (a path, an object key, or for an HTTPS endpoint the name it would have)."""
         scope = request_scope(request, write=True)
-        conf = _destination(request.body)
-        destination = parse_destination_conf(conf)
+        conf, destination = _parse(request.body)
+        self._admit(destination)
         token = challenge_token(self.secret, scope, conf)
-        stamp = datetime.now(UTC).strftime("%Y%m%d")
-        if not isinstance(destination, FileDestination):
-            raise bad_request(
-                "this destination needs no ownership challenge: S3-compatible stores with endpoint= and https:// "
-                "destinations are checked when the job runs",
-                code=1002,
-                pointer="/destination_conf",
-            )
-        directory = Path(destination.directory.replace("{DATE}", stamp))
-        filename = f"ownership-challenge-{token[:16]}.txt"
+        filename = _challenge_name(token)
+        uploader = open_destination(destination, policy=self.policy)
+
+        async def write() -> None:
+            try:
+                await uploader.write_challenge(filename, token + "\n")
+            finally:
+                await uploader.close()
+
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            (directory / filename).write_text(token + "\n", encoding="utf-8")
-        except OSError as error:
-            raise bad_request(f"cannot write to the destination: {error.strerror}", code=1002) from None
-        return ApiResult({"filename": str(directory / filename), "message": "", "valid": True})
+            asyncio.run(write())  # this handler runs in a worker thread, outside the server's loop
+        except DestinationFailure as failure:
+            raise bad_request(f"cannot write the ownership challenge: {failure}", code=1002) from None
+        return ApiResult({"filename": _written_as(destination, filename), "message": "", "valid": True})
 
-    def validate(self, request: ApiRequest) -> ApiResult:
+    def validate_challenge(self, request: ApiRequest) -> ApiResult:
         """``POST .../logpush/ownership/validate`` with ``destination_conf`` and ``ownership_challenge``."""
-        scope = request_scope(request)
-        conf = _destination(request.body)
-        given = request.body.get("ownership_challenge")
+        scope = request_scope(request, write=True)
+        conf, _ = _parse(request.body)
+        return ApiResult({"valid": self._challenge_valid(scope, conf, request.body.get("ownership_challenge"))})
+
+    def validate_destination(self, request: ApiRequest) -> ApiResult:
+        """``POST .../logpush/validate/destination``: the conf is well formed and the policy allows it, its host
+        names resolved now. Nothing is written or connected to."""
+        request_scope(request, write=True)
+        body = require_object(request.body)
+        try:
+            self.policy.check_resolved(parse_destination_conf(body.get("destination_conf")))  # type: ignore[arg-type]
+        except DestinationError as error:
+            return ApiResult({"valid": False, "message": str(error)})
+        return ApiResult({"valid": True, "message": ""})
+
+    def _job_destination(self, scope: Scope, body: dict[str, Any]) -> str:
+        conf, destination = _parse(body)
+        self._admit(destination)
+        if needs_ownership_challenge(destination) and not self._challenge_valid(
+            scope, conf, body.get("ownership_challenge")
+        ):
+            raise bad_request(
+                "missing or incorrect ownership challenge: request one with POST .../logpush/ownership for this "
+                "destination_conf and give the token written there as ownership_challenge",
+                code=1002,
+                pointer="/ownership_challenge",
+            )
+        return conf
+
+    def _admit(self, destination: Destination) -> None:
+        try:
+            self.policy.admit(destination)
+        except DestinationError as error:
+            raise bad_request(str(error), code=1002, pointer="/destination_conf") from None
+
+    def _challenge_valid(self, scope: Scope, conf: str, given: Any) -> bool:
         expected = challenge_token(self.secret, scope, conf)
-        return ApiResult({"valid": isinstance(given, str) and hmac.compare_digest(given.strip(), expected)})
+        return isinstance(given, str) and hmac.compare_digest(given.strip().encode(), expected.encode())
 
 
-def validate_destination(request: ApiRequest) -> ApiResult:
-    """``POST .../logpush/validate/destination``: the destination is well formed (and, for a directory, writable)."""
-    request_scope(request)
-    body = require_object(request.body)
-    try:
-        destination = parse_destination_conf(body.get("destination_conf"))  # type: ignore[arg-type]
-    except DestinationError as error:
-        return ApiResult({"valid": False, "message": str(error)})
+def _written_as(destination: Destination, filename: str) -> str:
+    today = datetime.now(UTC)
     if isinstance(destination, FileDestination):
-        directory = Path(destination.directory.replace("{DATE}", datetime.now(UTC).strftime("%Y%m%d")))
-        parent = directory if directory.exists() else directory.parent
-        if not parent.exists():
-            return ApiResult({"valid": False, "message": f"{parent} does not exist"})
-    return ApiResult({"valid": True, "message": ""})
+        return str(Path(expand_date(destination.directory, today)) / filename)
+    if isinstance(destination, S3Destination):
+        prefix = expand_date(destination.prefix, today).strip("/")
+        return f"{prefix}/{filename}" if prefix else filename
+    return filename
+
+
+def _check_job_limit(request: ApiRequest, scope: Scope) -> None:
+    # The account's row is locked first, so that two creations at once cannot both pass the count.
+    request.session.execute(select(Account.id).where(Account.id == scope.account_id).with_for_update())
+    if scope.zone_id is not None:
+        where, limit, what = LogpushJob.zone_id == scope.zone_id, MAX_JOBS_PER_ZONE, "zone"
+    else:
+        where = (LogpushJob.account_id == scope.account_id) & LogpushJob.zone_id.is_(None)
+        limit, what = MAX_JOBS_PER_ACCOUNT, "account"
+    count = request.session.scalar(select(func.count()).select_from(LogpushJob).where(where))
+    if (count or 0) >= limit:
+        raise bad_request(f"creating a job would exceed the limit of {limit} Logpush jobs for this {what}", code=1005)
 
 
 def destination_exists(request: ApiRequest) -> ApiResult:
     """``POST .../logpush/validate/destination/exists``: whether a job of this scope already pushes there."""
-    scope = request_scope(request)
-    conf = _destination(request.body)
+    scope = request_scope(request, write=True)
+    conf, _ = _parse(request.body)
     found = request.session.scalars(_jobs_query(scope).where(LogpushJob.destination_conf == conf)).first()
     return ApiResult({"exists": found is not None})
 

@@ -129,7 +129,7 @@ class AddressPolicy:
         kind = special_kind(address)
         if kind is None or self._allows(address) or self._allows(judged):
             return None
-        return f"a {kind} address"
+        return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} address"
 
     def check_host(self, host: str) -> None:
         """Raises ``DestinationError`` when ``host`` (as written in a conf) is an address, or a loopback name, that
