@@ -219,6 +219,11 @@ class Received:
     read: dict[str, Any] = field(default_factory=dict)
 
 
+# The stand-in's own errors for arguments it cannot read use -32000, as many of geth's do, so that a test can tell
+# them from the gateway's -32602.
+_BAD_ARGUMENT = -32000
+
+
 class _Failure(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -317,7 +322,7 @@ class GoStyleNode:
         if params is None:
             params = []
         if not isinstance(params, list):
-            raise _Failure(-32602, "non-array args")
+            raise _Failure(_BAD_ARGUMENT, "non-array args")
         if method == "eth_chainId":
             return "0x1"
         if method == "net_version":
@@ -329,7 +334,7 @@ class GoStyleNode:
         if method == "eth_getBlockByNumber":
             number = block_number(params[0] if params else None)
             if number is None:
-                raise _Failure(-32602, "invalid argument 0: hex string without 0x prefix")
+                raise _Failure(_BAD_ARGUMENT, "invalid argument 0: hex string without 0x prefix")
             read["block"] = number
             return {
                 "number": hex(number),
@@ -339,23 +344,23 @@ class GoStyleNode:
         if method in ("eth_getBalance", "eth_getTransactionCount", "eth_getCode"):
             address = params[0] if params else None
             if not isinstance(address, str):
-                raise _Failure(-32602, "invalid argument 0: not an address")
+                raise _Failure(_BAD_ARGUMENT, "invalid argument 0: not an address")
             read["address"] = address
             return balance_of(address) if method == "eth_getBalance" else "0x0"
         if method == "eth_getLogs":
             query = go_struct(params[0] if params else None, FILTER_FIELDS)
             if query is None:
-                raise _Failure(-32602, "invalid argument 0: not a filter object")
+                raise _Failure(_BAD_ARGUMENT, "invalid argument 0: not a filter object")
             first = block_number(query.get("fromBlock"))
             last = block_number(query.get("toBlock"))
             if first is None or last is None:
-                raise _Failure(-32602, "invalid argument 0: invalid block number")
+                raise _Failure(_BAD_ARGUMENT, "invalid argument 0: invalid block number")
             read.update(query=query, range=(first, last))
             return [{"blockNumber": hex(number), "logIndex": "0x0", "data": "0x"} for number in sorted({first, last})]
         if method in ("eth_call", "eth_estimateGas"):
             call = go_struct(params[0] if params else None, CALL_FIELDS)
             if call is None:
-                raise _Failure(-32602, "invalid argument 0: not a call object")
+                raise _Failure(_BAD_ARGUMENT, "invalid argument 0: not a call object")
             read["call"] = call
             to = call.get("to")
             return "0x" + (to[2:].lower().rjust(64, "0") if isinstance(to, str) else "0" * 64)
