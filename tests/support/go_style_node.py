@@ -11,7 +11,7 @@ It answers plausibly: ``eth_chainId``, ``eth_blockNumber``, ``eth_getBlockByNumb
 of its own for every address: ``balance_of``), ``eth_getLogs`` (one log at each end of the range it decoded),
 ``eth_call`` (the 32-byte ``to`` address it decoded), ``web3_clientVersion`` and a few more; and
 ``admin_addPeer`` (with ``true``: a request no gateway should ever let through). Every request it decoded is kept in
-``received``, with the raw body it came in.
+``received`` (until ``taken``) and ``history``, with the raw body it came in.
 """
 
 from __future__ import annotations
@@ -236,6 +236,7 @@ class GoStyleNode:
 
     def __init__(self) -> None:
         self.received: list[Received] = []
+        self.history: list[Received] = []  # everything decoded since the start, never forgotten
         self._lock = threading.Lock()
         node = self
 
@@ -283,9 +284,9 @@ class GoStyleNode:
         self.stop()
 
     def methods(self) -> list[Any]:
-        """The methods of every request decoded so far, in order."""
+        """The methods of every request decoded since the start, in order."""
         with self._lock:
-            return [received.request.method for received in self.received]
+            return [received.request.method for received in self.history]
 
     def taken(self) -> list[Received]:
         """Everything decoded so far; forgets it."""
@@ -309,6 +310,7 @@ class GoStyleNode:
         received = Received(body, request)
         with self._lock:
             self.received.append(received)
+            self.history.append(received)
         try:
             result = self._result(request, received.read)
         except _Failure as failure:
