@@ -21,6 +21,7 @@ from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.runtime import EdgeRuntime
 from edgeplane.listeners import asgi_server, bind_listener, join_listener
 from edgeplane.logs.delivery_process import take_journals
+from edgeplane.logs.destinations import DestinationPolicy
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import partition_directory
 from edgeplane.store.database import Database, default_database_url
@@ -121,6 +122,8 @@ async def serve(settings: Settings) -> None:
         secret=ensure_install_secret(settings.data_dir),
         on_change=reload_snapshot,
         on_job_created=place_cursors if settings.logs.enabled else None,
+        max_body_bytes=settings.api.max_body_bytes,
+        destinations=DestinationPolicy.from_settings(settings),
     )
     chain_networks = [name for name, network in settings.networks.items() if not network.upstreams]
     chain: ChainProcess | None = None
@@ -154,7 +157,7 @@ async def serve(settings: Settings) -> None:
         await worker.start()
     if delivery is not None:
         await delivery.start()
-    api = asgi_server(build_api_app(plane))
+    api = asgi_server(build_api_app(plane), limits=settings.api)
 
     def stop() -> None:
         runtime.server.shutdown()
