@@ -3,10 +3,13 @@ an operator would), read back with boto3; the endpoint's address judged and pinn
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import http.server
 import ipaddress
 import os
 import socket
+import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
@@ -203,3 +206,31 @@ async def test_an_outage_is_unavailable_and_uploads_resume_after_it(closing: Clo
         assert client.get_object(Bucket="logs-outage", Key="after.gz")["Body"].read() == b"after"
         keys = [item["Key"] for item in client.list_objects_v2(Bucket="logs-outage")["Contents"]]
         assert keys == ["after.gz", "before.gz"]
+
+
+async def test_an_endless_answer_is_read_only_so_far(closing: Closing) -> None:
+    # A store that answers an upload with more than any S3 answer needs: read up to the bound, then given up.
+    class Endless(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                for _ in range(64):
+                    self.wfile.write(b"x" * 65536)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        destination = closing(
+            s3(f"s3://logs-endless?region=auto&endpoint={endpoint}&access-key-id=a&secret-access-key=b")
+        )
+        with pytest.raises(DestinationUnavailable, match=UNREACHABLE):
+            await destination.put("batch.gz", b"x")
+    finally:
+        server.shutdown()
+        server.server_close()

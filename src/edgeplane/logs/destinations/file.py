@@ -107,7 +107,7 @@ def write_confined(root: Path, directories: list[str], name: str, body: bytes) -
                 os.mkdir(part, DIRECTORY_MODE, dir_fd=directory)
             try:
                 below = os.open(part, _DIRECTORY_FLAGS, dir_fd=directory)
-            except (NotADirectoryError, OSError) as error:
+            except OSError as error:
                 if error.errno in (errno.ENOTDIR, errno.ELOOP) and _is_link(part, directory):
                     raise OSError(errno.ELOOP, "a symbolic link, which is not followed", part) from None
                 raise

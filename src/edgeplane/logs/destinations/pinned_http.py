@@ -45,6 +45,7 @@ from urllib3.util.retry import Retry
 from edgeplane.logs.destinations.address_guard import AddressPolicy
 
 MAX_POOLS: Final = 8  # checked addresses kept connections to; a host's answers rarely number more
+MAX_ANSWER_BYTES: Final = 1024 * 1024  # S3 answers to uploads are small XML documents
 
 
 class PinnedSender:
@@ -99,10 +100,18 @@ class PinnedSender:
             raise ConnectionClosedError(error=error, request=request, endpoint_url=request.url) from None
         except OSError as error:
             raise HTTPClientError(error=error) from None
-        response = AWSResponse(request.url, answer.status, cast(Any, answer.headers), answer)
-        if not request.stream_output:
-            response.content  # noqa: B018 - read now, as botocore's own sender does
-        return response
+        if request.stream_output:
+            return AWSResponse(request.url, answer.status, cast(Any, answer.headers), answer)
+        try:  # read now, as botocore's own sender does, but no more than an S3 answer can need
+            content = answer.read(MAX_ANSWER_BYTES + 1)
+        except (ProtocolError, PoolReadTimeout, OSError) as error:
+            answer.close()
+            raise ConnectionClosedError(error=error, request=request, endpoint_url=request.url) from None
+        if len(content) > MAX_ANSWER_BYTES:
+            answer.close()
+            raise HTTPClientError(error=f"the store's answer is larger than {MAX_ANSWER_BYTES} bytes")
+        answer.release_conn()
+        return AWSResponse(request.url, answer.status, cast(Any, answer.headers), _Content(content))
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -134,3 +143,13 @@ class PinnedSender:
                 pool = HTTPConnectionPool(address, port, timeout=self._timeout, maxsize=self._max_connections)
             self._pools[key] = pool
             return pool
+
+
+class _Content:
+    """An answer's body, already read, in the shape ``AWSResponse`` reads it from."""
+
+    def __init__(self, content: bytes) -> None:
+        self._content = content
+
+    def stream(self) -> list[bytes]:
+        return [self._content]
