@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -298,6 +298,25 @@ def decide(policies: tuple[Policy, ...], permission: Permission, target: Target)
     if any(not policy.allow and policy.applies(permission, target) for policy in policies):
         return False
     return any(policy.allow and policy.applies(permission, target) for policy in policies)
+
+
+def ungranted(
+    policy: Policy, holds: Callable[[Permission, Target], bool], own_account: str, zone_accounts: Mapping[str, str]
+) -> tuple[PermissionGroup, Target] | None:
+    """The first group and target at which an allow ``policy`` would grant what ``holds`` (its creator) does not
+    hold, or None. ``zone_accounts`` gives the account of each zone the policy names. Deny policies grant nothing,
+    so any deny may be added; what a policy grants at "every zone of an account" its creator must hold there too,
+    which covers each zone of it now and later."""
+    if not policy.allow:
+        return None
+    for group in policy.groups:
+        for resource in policy.resources:
+            if not resource.applies_to(group):
+                continue
+            for target in resource.targets(group, own_account, zone_accounts.get(resource.id)):
+                if not holds(group.permission, target):
+                    return group, target
+    return None
 
 
 def stored_policies(policies: Any) -> tuple[Policy, ...]:

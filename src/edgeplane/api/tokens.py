@@ -23,10 +23,12 @@ from edgeplane.api.errors import ApiError, bad_request, not_found
 from edgeplane.api.permissions import (
     SCOPES,
     PermissionGroup,
+    Policy,
     PolicyError,
     Resource,
     parse_resources,
     permission_catalogue,
+    ungranted,
 )
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.bootstrap import new_api_token, new_object_id
@@ -162,21 +164,23 @@ def _checked_policy(policy: Any, principal: Principal, session: Session) -> dict
     if not isinstance(named, dict) or not named:
         raise PolicyError("resources must be a non-empty object", "/resources")
     resources = parse_resources(named)
-    zone_accounts = {resource.id: _zone_account(resource, principal, session) for resource in resources}
+    zone_accounts: dict[str, str] = {}
+    for resource in resources:
+        account = _zone_account(resource, principal, session)
+        if account is not None:
+            zone_accounts[resource.id] = account
     groups = _groups(policy.get("permission_groups"), resources)
-    if effect == "allow":
-        for group in groups:
-            for resource in resources:
-                if not resource.applies_to(group):
-                    continue
-                for target in resource.targets(group, principal.account_id, zone_accounts.get(resource.id)):
-                    if not principal.allows(group.permission, target):
-                        raise ApiError(
-                            403,
-                            10000,
-                            f"a token cannot grant what its creator does not hold: {group.name} on "
-                            f"{target.scope}.{target.zone_id or target.owner}",
-                        )
+    refused = ungranted(
+        Policy(effect == "allow", resources, tuple(groups)), principal.allows, principal.account_id, zone_accounts
+    )
+    if refused is not None:
+        group, target = refused
+        raise ApiError(
+            403,
+            10000,
+            f"a token cannot grant what its creator does not hold: {group.name} on "
+            f"{target.scope}.{target.zone_id or target.owner}",
+        )
     return {
         "id": new_object_id(),
         "effect": effect,
