@@ -8,14 +8,18 @@ import asyncio
 import contextlib
 import json
 import math
+import resource
 import socket
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+import structlog
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from edgeplane.config import ApiSettings
+
+log = structlog.get_logger(__name__)
 
 
 class ListenError(OSError):
@@ -170,6 +174,13 @@ def asgi_server(app: Any, *, limits: ApiSettings | None = None) -> AsgiServer:
     keep_alive = 30
     if limits is not None:
         protocol = type("ApiHttpProtocol", (BoundedHttpProtocol,), {"limits": limits})
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if open_files != resource.RLIM_INFINITY and limits.max_connections > open_files // 2:
+            log.warning(
+                "api.max_connections is more than half the open-file limit, which the edge shares",
+                max_connections=limits.max_connections,
+                open_file_limit=open_files,
+            )
         keep_alive = max(1, math.ceil(limits.idle_timeout_seconds))  # a fallback: the protocol's own timer is first
     config = uvicorn.Config(
         app,
