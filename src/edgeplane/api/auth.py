@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeplane.api.credentials import API_KEY_FORMAT, API_TOKEN_FORMAT, matches, secret_hash
+from edgeplane.api.credentials import API_KEY_FORMAT, API_TOKEN_FORMAT, OBJECT_ID_FORMAT, matches, secret_hash
 from edgeplane.api.errors import ApiError, authentication_error, not_found
 from edgeplane.api.permissions import (
     USER_SCOPE,
@@ -30,8 +30,6 @@ from edgeplane.api.permissions import (
     stored_policies,
 )
 from edgeplane.store.models import Account, ApiToken, User, Zone
-
-ZONE_ID_FORMAT = "0123456789abcdef"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +85,7 @@ def authorize(
         return
     if "zone_id" in path_params:
         zone_id = path_params["zone_id"]
-        valid = len(zone_id) == 32 and all(c in ZONE_ID_FORMAT for c in zone_id)
-        zone = session.get(Zone, zone_id) if valid else None
+        zone = session.get(Zone, zone_id) if OBJECT_ID_FORMAT.fullmatch(zone_id) else None
         if zone is None or not principal.can_see_zone(zone.account_id, zone.id):
             raise not_found(path)
         target = Target.zone(zone.account_id, zone.id)

@@ -12,6 +12,7 @@ import re
 
 API_KEY_FORMAT = re.compile(r"[0-9a-f]{37}")
 API_TOKEN_FORMAT = re.compile(r"[A-Za-z0-9_-]{40}")
+OBJECT_ID_FORMAT = re.compile(r"[0-9a-f]{32}")  # users, accounts, zones, tokens
 
 
 def secret_hash(secret: str) -> str:

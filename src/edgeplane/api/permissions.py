@@ -26,6 +26,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from edgeplane.api.credentials import OBJECT_ID_FORMAT
+
 USER_SCOPE = "com.cloudflare.api.user"
 ACCOUNT_SCOPE = "com.cloudflare.api.account"
 ZONE_SCOPE = "com.cloudflare.api.account.zone"
@@ -263,7 +265,7 @@ def parse_resources(resources: Mapping[str, Any]) -> tuple[Resource, ...]:
 
 
 def _identifier(text: str, key: str, *, star: bool = True) -> str:
-    if (star and text == "*") or (len(text) == 32 and all(c in "0123456789abcdef" for c in text)):
+    if (star and text == "*") or OBJECT_ID_FORMAT.fullmatch(text):
         return text
     raise PolicyError(f"{key} does not name an object by its 32-character id", "/resources")
 
