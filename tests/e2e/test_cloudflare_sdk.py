@@ -60,14 +60,18 @@ FILTER = json.dumps(
 
 @pytest.mark.parametrize("scheme", ["token", "key"])
 def test_every_job_operation(
-    scheme: str, by_token: Cloudflare, by_key: Cloudflare, credentials: dict[str, Any], tmp_path: Path
+    scheme: str, by_token: Cloudflare, by_key: Cloudflare, credentials: dict[str, Any], service: EdgeplaneProcess
 ) -> None:
     cf = by_token if scheme == "token" else by_key
     zone_id = credentials["zone_id"]
-    destination = f"file://{tmp_path}/logs/{{DATE}}"
+    destination = f"file://{service.data_dir}/destinations/sdk-{scheme}/{{DATE}}"  # under the default file root
+    challenge = cf.logpush.ownership.create(zone_id=zone_id, destination_conf=destination)
+    assert challenge is not None
+    token = Path(challenge.filename).read_text().strip()
     job = cf.logpush.jobs.create(
         zone_id=zone_id,
         destination_conf=destination,
+        ownership_challenge=token,
         dataset="http_requests",
         name=f"sdk-{scheme}",
         filter=FILTER,
@@ -90,9 +94,6 @@ def test_every_job_operation(
     assert fields is not None
     by_dataset = cf.logpush.datasets.jobs.get("http_requests", zone_id=zone_id)
     assert any(j is not None and j.id == job.id for j in by_dataset)
-    challenge = cf.logpush.ownership.create(zone_id=zone_id, destination_conf=destination)
-    assert challenge is not None
-    token = Path(challenge.filename).read_text().strip()
     valid = cf.logpush.ownership.validate(zone_id=zone_id, destination_conf=destination, ownership_challenge=token)
     assert valid is not None
     assert valid.valid is True
@@ -111,10 +112,16 @@ def test_every_job_operation(
         cf.logpush.jobs.get(job.id, zone_id=zone_id)
 
 
-def test_account_jobs(by_token: Cloudflare, credentials: dict[str, Any], tmp_path: Path) -> None:
+def test_account_jobs(by_token: Cloudflare, credentials: dict[str, Any], service: EdgeplaneProcess) -> None:
     account_id = credentials["account_id"]
+    destination = f"file://{service.data_dir}/destinations/account"
+    challenge = by_token.logpush.ownership.create(account_id=account_id, destination_conf=destination)
+    assert challenge is not None
     job = by_token.logpush.jobs.create(
-        account_id=account_id, destination_conf=f"file://{tmp_path}/a", dataset="firewall_events"
+        account_id=account_id,
+        destination_conf=destination,
+        ownership_challenge=Path(challenge.filename).read_text().strip(),
+        dataset="firewall_events",
     )
     assert job is not None
     assert [j.id for j in by_token.logpush.jobs.list(account_id=account_id)] == [job.id]
@@ -127,14 +134,20 @@ def test_account_jobs(by_token: Cloudflare, credentials: dict[str, Any], tmp_pat
         ({"filter": json.dumps({"where": {"key": "Nope", "operator": "eq", "value": "x"}})}, "where.key"),
         ({"filter": "x" * 1001}, "1000 bytes"),
         ({"destination_conf": "ftp://somewhere/x"}, "ftp"),
+        ({"destination_conf": "https://127.0.0.1:8788/x"}, "loopback"),
+        ({"destination_conf": "file:///etc/x"}, "under"),
         ({"max_upload_records": 5}, "max_upload_records"),
         ({"logpull_options": "fields=NoSuchField"}, "NoSuchField"),
     ],
 )
 def test_bad_jobs_raise_bad_request(
-    by_token: Cloudflare, credentials: dict[str, Any], tmp_path: Path, members: dict[str, Any], words: str
+    by_token: Cloudflare, credentials: dict[str, Any], members: dict[str, Any], words: str
 ) -> None:
-    arguments: dict[str, Any] = {"destination_conf": f"file://{tmp_path}/x", "dataset": "http_requests", **members}
+    arguments: dict[str, Any] = {
+        "destination_conf": "https://logs.example.com/x",
+        "dataset": "http_requests",
+        **members,
+    }
     with pytest.raises(cloudflare.BadRequestError) as caught:
         by_token.logpush.jobs.create(zone_id=credentials["zone_id"], **arguments)
     assert words in str(caught.value)
@@ -161,13 +174,15 @@ def test_zones_hostnames_and_scoped_tokens(
     assert created.value is not None
     scoped = client(service, api_token=created.value)
     job = scoped.logpush.jobs.create(
-        zone_id=credentials["zone_id"], destination_conf=f"file://{tmp_path}/s", dataset="http_requests"
+        zone_id=credentials["zone_id"], destination_conf="https://logs.example.com/s", dataset="http_requests"
     )
     assert job is not None
     with pytest.raises(cloudflare.NotFoundError):
         scoped.logpush.jobs.list(zone_id=other.id)
     with pytest.raises(cloudflare.NotFoundError):
-        scoped.logpush.jobs.create(zone_id=other.id, destination_conf=f"file://{tmp_path}/s", dataset="http_requests")
+        scoped.logpush.jobs.create(
+            zone_id=other.id, destination_conf="https://logs.example.com/s", dataset="http_requests"
+        )
     by_token.logpush.jobs.delete(job.id, zone_id=credentials["zone_id"])
     hostname = by_token.web3.hostnames.create(zone_id=credentials["zone_id"], name="rpc.localhost", target="ethereum")
     assert hostname is not None

@@ -32,8 +32,8 @@ def lines_in(directory: Path) -> list[dict[str, Any]]:
     return lines
 
 
-def test_filtered_requests_reach_the_destination(service: EdgeplaneProcess, tmp_path: Path) -> None:
-    out = tmp_path / "out"
+def test_filtered_requests_reach_the_destination(service: EdgeplaneProcess) -> None:
+    out = service.data_dir / "destinations" / "out"
     filter_text = json.dumps(
         {
             "where": {
@@ -50,7 +50,7 @@ def test_filtered_requests_reach_the_destination(service: EdgeplaneProcess, tmp_
         json={
             "name": "refused",
             "dataset": "http_requests",
-            "destination_conf": f"file://{out}/{{DATE}}",
+            **service.file_destination("out/{DATE}"),
             "filter": filter_text,
             "output_options": {
                 "field_names": ["RayID", "ClientRequestPath", "EdgeResponseStatus", "ClientRequestMethod"]
@@ -126,15 +126,15 @@ def test_logs_tail_shows_records_with_a_filter(service: EdgeplaneProcess) -> Non
     assert "where" in bad.stderr
 
 
-def test_disabled_job_resumes_where_it_stopped(service: EdgeplaneProcess, tmp_path: Path) -> None:
-    out = tmp_path / "resume"
+def test_disabled_job_resumes_where_it_stopped(service: EdgeplaneProcess) -> None:
+    out = service.data_dir / "destinations" / "resume"
     filter_text = json.dumps({"where": {"key": "ClientRequestPath", "operator": "eq", "value": "/v1/holesky"}})
     job = service.v4(
         "POST",
         "/zones/{zone}/logpush/jobs",
         json={
             "dataset": "http_requests",
-            "destination_conf": f"file://{out}",
+            **service.file_destination("resume"),
             "filter": filter_text,
             "output_options": {"field_names": ["RayID"]},
             "max_upload_records": 1000,

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.edgeplane import EdgeplaneProcess
+from tests.support.edgeplane import EdgeplaneProcess, allow_loopback_destinations
 from tests.support.https_receiver import HttpsReceiver
 
 pytestmark = pytest.mark.e2e
@@ -21,6 +21,7 @@ def test_batches_are_posted_with_headers_and_retried(tmp_path: Path, monkeypatch
     with HttpsReceiver() as receiver:
         monkeypatch.setenv("SSL_CERT_FILE", str(receiver.ca_path))  # edgeplane trusts the test CA
         receiver.answer(503)
+        allow_loopback_destinations(tmp_path / "data")  # the receiver listens on loopback
         with EdgeplaneProcess(tmp_path / "data") as service:
             creds = json.loads((service.data_dir / "credentials.json").read_text())
             body = {

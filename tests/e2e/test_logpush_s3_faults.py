@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.edgeplane import EdgeplaneProcess
+from tests.support.edgeplane import EdgeplaneProcess, allow_loopback_destinations
 from tests.support.seaweedfs import SeaweedS3
 
 pytestmark = pytest.mark.e2e
@@ -98,6 +98,7 @@ def wait_for(seaweed: SeaweedS3, prefix: str, expected: set[str], timeout: float
 
 
 def test_records_reach_s3(seaweed: SeaweedS3, tmp_path: Path) -> None:
+    allow_loopback_destinations(tmp_path / "data")  # the store listens on loopback
     with EdgeplaneProcess(tmp_path / "data") as service:
         create_job(service, seaweed, "plain")
         accepted = send(service, 2 * BATCH)
@@ -107,6 +108,7 @@ def test_records_reach_s3(seaweed: SeaweedS3, tmp_path: Path) -> None:
 
 
 def test_store_outage(seaweed: SeaweedS3, tmp_path: Path) -> None:
+    allow_loopback_destinations(tmp_path / "data")
     with EdgeplaneProcess(tmp_path / "data") as service:
         create_job(service, seaweed, "outage")
         accepted = send(service, BATCH)
@@ -126,6 +128,7 @@ def test_store_outage(seaweed: SeaweedS3, tmp_path: Path) -> None:
 
 def test_kill_mid_batch(seaweed: SeaweedS3, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
+    allow_loopback_destinations(data_dir)
     service = EdgeplaneProcess(data_dir).start()
     try:
         create_job(service, seaweed, "kill")

@@ -58,16 +58,16 @@ def blocked(response: httpx.Response) -> bool:
 
 
 @pytest.fixture(scope="module")
-def events_dir(service: EdgeplaneProcess, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def events_dir(service: EdgeplaneProcess) -> Path:
     """A Logpush job on firewall_events, created before any traffic."""
-    out = tmp_path_factory.mktemp("events")
+    out = service.data_dir / "destinations" / "events"  # under the default file root
     service.v4(
         "POST",
         "/zones/{zone}/logpush/jobs",
         json={
             "name": "waf-events",
             "dataset": "firewall_events",
-            "destination_conf": f"file://{out}",
+            **service.file_destination("events"),
             "output_options": {"field_names": ["RayID", "RuleID", "Action", "Source", "Kind", "ClientRequestPath"]},
             "max_upload_records": 1000,
             "max_upload_interval_seconds": 30,

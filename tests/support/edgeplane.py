@@ -23,6 +23,15 @@ class EdgeplaneDidNotStart(RuntimeError):
     """The service exited or did not answer /healthz in time."""
 
 
+def allow_loopback_destinations(data_dir: Path) -> None:
+    """Lets the service started on ``data_dir`` push Logpush batches to loopback (the test receivers), as an operator
+    would allow a network: ``<data dir>/edgeplane.toml``, read at start."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "edgeplane.toml").write_text(
+        '[logs.destinations]\nallowed_networks = ["127.0.0.0/8", "::1/128"]\n', encoding="utf-8"
+    )
+
+
 class EdgeplaneProcess:
     """``python -m edgeplane serve`` with the given flags; ``.edge_url``/``.api_url`` when started."""
 
@@ -69,6 +78,13 @@ class EdgeplaneProcess:
         body = response.json()
         assert body["success"], body
         return body["result"]
+
+    def file_destination(self, path: str, scope: str = "/zones/{zone}") -> dict[str, str]:
+        """A job's ``destination_conf`` for ``path`` under the service's file root (``<data dir>/destinations``) and
+        its ``ownership_challenge``, read where the service wrote it."""
+        conf = f"file://{self.data_dir / 'destinations'}/{path}"
+        written = self.v4("POST", f"{scope}/logpush/ownership", json={"destination_conf": conf})
+        return {"destination_conf": conf, "ownership_challenge": Path(written["filename"]).read_text().strip()}
 
     def start(self, timeout: float = 20.0) -> EdgeplaneProcess:
         command = [
