@@ -51,6 +51,7 @@ import contextlib
 import cProfile
 import gzip
 import io
+import ipaddress
 import json
 import os
 import pstats
@@ -81,7 +82,8 @@ import pyarrow.compute as pc  # noqa: E402
 
 from edgeplane.logs.delivery import JobDelivery, JobPlan, plan_job  # noqa: E402
 from edgeplane.logs.destination_conf import parse_destination_conf  # noqa: E402
-from edgeplane.logs.destinations import Destination, open_destination  # noqa: E402
+from edgeplane.logs.destinations import Destination, DestinationPolicy, open_destination  # noqa: E402
+from edgeplane.logs.destinations.address_guard import AddressPolicy  # noqa: E402
 from edgeplane.logs.log_store import Batch, ColumnBatch, LogStoreFullError, SegmentedLogStore  # noqa: E402
 from edgeplane.logs.record_columns import combined, rows_of  # noqa: E402
 from edgeplane.logs.record_format import GZIP_LIBRARY, gzip_batch  # noqa: E402
@@ -434,7 +436,9 @@ async def _deliver(plan: JobPlan, directory: Path, seaweed_pid: int | None, prof
     end = store.end_position(DATASET)
     store.save_cursor(DATASET, plan.job_id, 0)  # a new job would start at the end
     timed = _TimedStore(store, seaweed_pid)
-    destination = _CountingDestination(open_destination(parse_destination_conf(plan.destination_conf)))
+    # The store listens on loopback, which an operator would allow for it.
+    loopback = DestinationPolicy(AddressPolicy((ipaddress.ip_network("127.0.0.0/8"),)))
+    destination = _CountingDestination(open_destination(parse_destination_conf(plan.destination_conf), policy=loopback))
     run = _Run(timed, destination, _NoStatus(), end)
     delivery = JobDelivery(plan, [timed], destination, run.status)  # type: ignore[list-item]
     run.seaweed_started = loadgen._process_cpu_seconds(seaweed_pid) if seaweed_pid else None
