@@ -5,11 +5,19 @@ the internal DNS."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from edgeplane.logs.destinations.address_guard import AddressPolicy, ForbiddenAddress
+from edgeplane.logs.destinations.address_guard import (
+    SPECIAL_NETWORKS,
+    AddressPolicy,
+    ForbiddenAddress,
+    carried_ipv4,
+)
 from edgeplane.logs.errors import DestinationError
 
 FakeDns = Callable[[str, str], None]
@@ -189,3 +197,57 @@ def test_a_name_is_used_when_every_answer_is_allowed(fake_dns: FakeDns) -> None:
 def test_a_loopback_name_is_refused_before_any_lookup() -> None:
     with pytest.raises(DestinationError, match="loopback"):
         STRICT.resolve_blocking("localhost", 443)
+
+
+def written_forms(address: ipaddress.IPv4Address) -> list[str]:
+    """The ways a conf can write ``address`` that a resolver or a connection would take for it."""
+    number = int(address)
+    a, b, c, d = address.packed
+    return [
+        str(address),
+        f"{address}.",
+        str(number),
+        hex(number),
+        f"0{number:o}",
+        f"{a}.{b}.{(c << 8) | d}",
+        f"{a}.{(b << 16) | (c << 8) | d}",
+        ".".join(hex(part) for part in address.packed),
+        ".".join(f"0{part:o}" for part in address.packed),
+        f"[::ffff:{address}]",
+        f"[::ffff:{(a << 8) | b:x}:{(c << 8) | d:x}]",
+        f"[64:ff9b::{address}]",
+        f"[2002:{(a << 8) | b:x}:{(c << 8) | d:x}::1]",
+    ]
+
+
+SPECIAL_V4 = [network for network, _ in SPECIAL_NETWORKS if network.version == 4]
+SPECIAL_V6 = [network for network, _ in SPECIAL_NETWORKS if network.version == 6]
+
+
+@settings(max_examples=400)
+@given(
+    st.one_of(
+        st.ip_addresses(v=4),
+        st.sampled_from(SPECIAL_V4).flatmap(lambda network: st.ip_addresses(network=network)),
+    )
+)
+def test_every_form_of_an_ipv4_address_is_judged_alike(address: ipaddress.IPv4Address) -> None:
+    refusal = STRICT.refusal(address)
+    for form in written_forms(address):
+        if refusal is None:
+            STRICT.check_host(form)
+        else:
+            with pytest.raises(DestinationError, match=re.escape(f" is {refusal};")):
+                STRICT.check_host(form)
+
+
+@settings(max_examples=200)
+@given(
+    st.sampled_from(SPECIAL_V6)
+    .flatmap(lambda network: st.ip_addresses(network=network))
+    .filter(lambda address: carried_ipv4(address) == address)  # those carrying IPv4 are judged as IPv4, above
+)
+def test_every_special_ipv6_address_is_refused_however_written(address: ipaddress.IPv6Address) -> None:
+    for form in (f"[{address}]", f"[{address.exploded}]", f"[{address.exploded.upper()}]"):
+        with pytest.raises(DestinationError):
+            STRICT.check_host(form)
