@@ -19,8 +19,8 @@ class DestinationFailure(Exception):
 
 class DestinationUnavailable(DestinationFailure):
     """A failure that may pass by itself: connection refused or reset, a timeout, a 5xx, 429 or throttling answer,
-    a full disk. Retry later with backoff; ``retry_after`` is the delay in seconds the destination asked for, if it
-    asked for one."""
+    a full disk, a name that does not resolve to an allowed address now. Retry later with backoff; ``retry_after``
+    is the delay in seconds the destination asked for, if it asked for one."""
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -29,7 +29,7 @@ class DestinationUnavailable(DestinationFailure):
 
 class DestinationRejected(DestinationFailure):
     """A failure that repeats until the user changes the job or the destination: wrong credentials, a missing
-    bucket, access denied, a certificate that does not verify, a host that resolves to a metadata address."""
+    bucket, access denied, a certificate that does not verify, an address or directory the policy refuses."""
 
 
 def failure_for_status(status: int, message: str, *, retry_after: float | None = None) -> DestinationFailure:
