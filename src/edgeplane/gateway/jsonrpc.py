@@ -147,6 +147,76 @@ def _envelope_problem(item: dict[str, Any]) -> str | None:
 # "s" and the Kelvin sign to "k" among them), and a little more.
 
 
+# Member names of the objects Ethereum's methods take (call and transaction objects, access lists, filters, state
+# and block overrides, authorizations, tracer options): distinct ignoring case, so an object whose names are all
+# among them needs no folding. A shortcut only: any other name is folded.
+_COMMON_NAMES = [
+    "jsonrpc",
+    "id",
+    "method",
+    "params",
+    "type",
+    "nonce",
+    "to",
+    "from",
+    "gas",
+    "value",
+    "input",
+    "data",
+    "gasPrice",
+    "maxPriorityFeePerGas",
+    "maxFeePerGas",
+    "maxFeePerBlobGas",
+    "accessList",
+    "blobVersionedHashes",
+    "blobs",
+    "chainId",
+    "authorizationList",
+    "address",
+    "storageKeys",
+    "yParity",
+    "r",
+    "s",
+    "v",
+    "fromBlock",
+    "toBlock",
+    "topics",
+    "blockHash",
+    "fromAddress",
+    "toAddress",
+    "after",
+    "count",
+    "mode",
+    "balance",
+    "code",
+    "state",
+    "stateDiff",
+    "movePrecompileToAddress",
+    "number",
+    "difficulty",
+    "time",
+    "gasLimit",
+    "feeRecipient",
+    "prevRandao",
+    "baseFeePerGas",
+    "blobBaseFee",
+    "tracer",
+    "tracerConfig",
+    "timeout",
+    "onlyTopCall",
+    "withLog",
+]
+
+
+def _distinct_ignoring_case(names: list[str]) -> frozenset[str]:
+    if len({name.casefold() for name in names}) != len(names):
+        raise ValueError("names that are equal ignoring case")
+    return frozenset(names)
+
+
+_PLAIN_NAMES = _distinct_ignoring_case(_COMMON_NAMES)
+
+
 def _plainly_unambiguous(body: bytes, request: dict[str, Any], params: list[Any]) -> bool:
     """True when the cheap checks show that no object of a single request repeats a name ignoring case and that it
     nests within ``MAX_DEPTH``; False when ``_recheck`` must tell."""
@@ -186,7 +256,7 @@ def _members(value: list[Any] | dict[str, Any], depth: int) -> int:
         return -1
     if type(value) is dict:
         count = len(value)
-        if count > 1 and len(set(map(str.casefold, value))) != count:
+        if count > 1 and not _PLAIN_NAMES.issuperset(value) and len(set(map(str.casefold, value))) != count:
             return -1
         children: Any = value.values()
     else:
