@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 from edgeplane.gateway.errors import INVALID_REQUEST, InvalidRequest, ParseError
 from edgeplane.gateway.jsonrpc import RejectedItem, RpcRequest, check_request, parse_body
+from tests.support.go_style_node import go_fold
 
 VALID = {"jsonrpc": "2.0", "method": "eth_blockNumber", "params": [], "id": 1}
 
@@ -119,3 +122,118 @@ def test_any_body_is_parsed_or_refused_with_a_coded_error(body: bytes) -> None:
                 assert isinstance(item.params, list)
         return
     assert refused.http_status == 400
+
+
+# -- member names repeated ignoring case ---------------------------------------------------------------------------
+
+ENVELOPE = '"jsonrpc":"2.0","id":1,"method":"eth_call","params":'
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ('{"jsonrpc":"2.0","id":1,"method":"a","METHOD":"b","params":[]}', 'names "method" and "METHOD"'),
+        ('{"jsonrpc":"2.0","id":1,"method":"a","method":"b","params":[]}', 'name "method" appears twice'),
+        (r'{"jsonrpc":"2.0","id":1,"method":"a","\u006dethod":"b","params":[]}', 'name "method" appears twice'),
+        ('{"jsonrpc":"2.0","id":1,"method":"a","params":[],"param\u017f":[]}', 'names "params" and "param\u017f"'),
+        ("{" + ENVELOPE + '[{"to":"x","To":"y"}]}', 'names "to" and "To"'),
+        ("{" + ENVELOPE + '[[[{"a":{"b":1,"B":2}}]]]}', 'names "b" and "B"'),
+        ("{" + ENVELOPE + '[{"\u00df":1,"ss":2}]}', 'names "\u00df" and "ss"'),  # folded further than Go does
+        ("{" + ENVELOPE + "[" * 64 + "]" * 64 + "}", "nested deeper than 64 levels"),
+    ],
+)
+def test_a_request_whose_names_repeat_ignoring_case_is_invalid(body: str, problem: str) -> None:
+    (item,) = parse_body(body.encode(), max_batch_size=10).items
+    assert isinstance(item, RejectedItem)
+    assert item.error.code == INVALID_REQUEST
+    assert problem in item.error.message
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{" + ENVELOPE + '[{"to":"a:b","data":"{\\"to\\":1,\\"TO\\":2}"}],"extra":1}',
+        "{" + ENVELOPE + '[{"to":1},{"TO":2},{"to":3}]}',  # the same name in different objects
+        "{" + ENVELOPE + "[" * 63 + "]" * 63 + "}",  # the request object is level 1, params level 2
+        "{" + ENVELOPE + '[{"\u212a":1,"\u00df":2,"s":3}]}',
+    ],
+)
+def test_names_that_differ_ignoring_case_are_fine(body: str) -> None:
+    (item,) = parse_body(body.encode(), max_batch_size=10).items
+    assert isinstance(item, RpcRequest)
+
+
+def test_a_repeated_id_is_not_echoed() -> None:
+    (item,) = parse_body(b'{"jsonrpc":"2.0","id":1,"Id":2,"method":"a","params":[]}', max_batch_size=10).items
+    assert isinstance(item, RejectedItem)
+    assert item.id is None
+    (item,) = parse_body(b'{"jsonrpc":"2.0","id":1,"method":"a","params":[{"x":1,"x":2}]}', max_batch_size=10).items
+    assert isinstance(item, RejectedItem)
+    assert item.id == 1
+
+
+NAMES = st.sampled_from(["a", "A", "s", "S", "\u017f", "ss", "\u00df", "k", "\u212a", "to", "To", "method", "id"])
+
+
+@dataclass(frozen=True)
+class Written:
+    """An object as text: members in order, repeats included."""
+
+    members: tuple[tuple[str, str], ...]
+
+
+def written_text(value: object) -> str:
+    if isinstance(value, Written):
+        return "{" + ",".join(f"{name}:{written_text(member)}" for name, member in value.members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(written_text(item) for item in value) + "]"
+    return json.dumps(value)
+
+
+def _written_name(name: str, escape: bool) -> str:
+    return json.dumps(name, ensure_ascii=escape)
+
+
+written_values = st.recursive(
+    st.none() | st.integers() | st.sampled_from(["x", "a:b", "{", '"', "\\u0041"]),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.lists(st.tuples(st.builds(_written_name, NAMES, st.booleans()), children), max_size=4).map(
+            lambda members: Written(tuple(members))
+        )
+    ),
+    max_leaves=12,
+)
+
+
+def _reads(text: str) -> tuple[bool, bool]:
+    """Whether an object in ``text`` holds two names that Go folds together, and two that casefold does."""
+    go_clash = cased_clash = False
+
+    def hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        nonlocal go_clash, cased_clash
+        names = [name for name, _ in pairs]
+        go_clash |= len({go_fold(name) for name in names}) < len(names)
+        cased_clash |= len({name.casefold() for name in names}) < len(names)
+        return dict(pairs)
+
+    json.loads(text, object_pairs_hook=hook)
+    return go_clash, cased_clash
+
+
+@given(written_values, st.lists(st.tuples(st.builds(_written_name, NAMES, st.booleans()), written_values), max_size=2))
+def test_a_request_is_refused_exactly_when_its_names_repeat_ignoring_case(params: object, extra: list[Any]) -> None:
+    """The cheap check (member count against colons, folded names) and the exact one (a parser showing every
+    object's names) together refuse every request Go would read differently, and only requests that casefold finds
+    ambiguous: differential against Go's folding (the stand-in's) and casefold."""
+    envelope = Written((('"jsonrpc"', '"2.0"'), ('"id"', "1"), ('"method"', '"eth_call"')))
+    members = list(envelope.members)
+    members += [('"params"', written_text([params]))] + [(name, written_text(value)) for name, value in extra]
+    text = "{" + ",".join(f"{name}:{value}" for name, value in members) + "}"
+    go_clash, cased_clash = _reads(text)
+    (item,) = parse_body(text.encode(), max_batch_size=10).items
+    if go_clash:
+        assert isinstance(item, RejectedItem)
+    if isinstance(item, RejectedItem):
+        assert cased_clash or "nested deeper" in item.error.message
+        assert item.error.code == INVALID_REQUEST
