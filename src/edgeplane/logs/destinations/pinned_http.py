@@ -46,6 +46,7 @@ from edgeplane.logs.destinations.address_guard import AddressPolicy
 
 MAX_POOLS: Final = 8  # checked addresses kept connections to; a host's answers rarely number more
 MAX_ANSWER_BYTES: Final = 1024 * 1024  # S3 answers to uploads are small XML documents
+SEND_BLOCK_BYTES: Final = 128 * 1024  # a body is sent in blocks of this size (botocore's own choice)
 
 
 class PinnedSender:
@@ -138,9 +139,12 @@ class PinnedSender:
                     server_hostname=host,
                     assert_hostname=host,
                     cert_reqs="CERT_REQUIRED",
+                    blocksize=SEND_BLOCK_BYTES,
                 )
             else:
-                pool = HTTPConnectionPool(address, port, timeout=self._timeout, maxsize=self._max_connections)
+                pool = HTTPConnectionPool(
+                    address, port, timeout=self._timeout, maxsize=self._max_connections, blocksize=SEND_BLOCK_BYTES
+                )
             self._pools[key] = pool
             return pool
 
