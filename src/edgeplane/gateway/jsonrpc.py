@@ -32,6 +32,8 @@ RequestId = int | float | str | None
 MAX_DEPTH = 64
 # How many objects and arrays one body may hold, a batch's items included: a bound on the cost of the checks below.
 MAX_CONTAINERS = 10_000
+# Each object or array takes at least two bytes, so only a body longer than this can hold too many.
+_LONG_BODY = 2 * MAX_CONTAINERS
 
 # The parsed forms below are never changed once made; they are not frozen dataclasses only because those cost twice as
 # much to make, and every request makes two of them.
@@ -74,8 +76,7 @@ def parse_body(body: bytes, *, max_batch_size: int) -> RpcBody:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"parse error: the body is not valid JSON ({exc.msg})") from None
-    # Each object or array takes at least two bytes, so only a long body can hold too many.
-    if len(body) > 2 * MAX_CONTAINERS and _holds_too_many_containers(body, document):
+    if len(body) > _LONG_BODY and _holds_too_many_containers(body, document):
         raise InvalidRequest(f"invalid request: the body holds more than {MAX_CONTAINERS} objects and arrays")
     if isinstance(document, dict):
         item = check_request(document)
