@@ -77,8 +77,9 @@ def _fold_character(character: str) -> str:
 
 @functools.cache
 def _orbits() -> dict[str, frozenset[str]]:
-    """Simple case-folding orbits, from the one-character case mappings (Go's tables come from the same data). The
-    dotted and dotless i of Turkish fold only to themselves in Go, as in Unicode's simple folding."""
+    """Simple case-folding orbits, approximated by joining every character with its one-character upper and lower
+    case (Unicode's data, from which Go's tables are made too). The dotted and dotless i of Turkish fold only to
+    themselves in Go, as in Unicode's simple folding."""
     parent: dict[str, str] = {}
 
     def root(character: str) -> str:
