@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import os
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgeplane.logs.destination_conf import FileDestination, parse_destination_conf
 from edgeplane.logs.destinations import (
@@ -215,3 +218,24 @@ async def test_without_a_root_nothing_is_written(tmp_path: Path) -> None:
     with pytest.raises(DestinationRejected, match="not enabled"):
         await destination.put("batch.gz", b"x")
     assert listing(tmp_path) == []
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.sampled_from(["a", "b", "..", ".", "", "%2e%2e", "%2E.", "a%2f..", "..%2f..", "{DATE}", "%00", "root-x"]),
+        max_size=6,
+    ),
+    st.sampled_from(["/srv/root", "/srv/root/", "/srv", "/", "/etc"]),
+)
+def test_whatever_the_conf_says_an_admitted_directory_lies_under_the_root(segments: list[str], start: str) -> None:
+    root = Path("/srv/root")
+    conf = "file://" + start.rstrip("/") + "/" + "/".join(segments)
+    try:
+        destination = parse_destination_conf(conf)
+        DestinationPolicy(file_root=root).admit(destination)
+    except DestinationError:
+        return
+    assert isinstance(destination, FileDestination)
+    resolved = os.path.normpath(destination.directory.replace("{DATE}", "20240102"))
+    assert resolved == str(root) or resolved.startswith(f"{root}/")
