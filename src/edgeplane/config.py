@@ -113,6 +113,11 @@ class GatewaySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_body_bytes: int = Field(default=5 * 1024 * 1024, ge=1024)
+    max_answer_bytes: int = Field(
+        default=128 * 1024 * 1024,
+        ge=1024,
+        description="largest answer read from an upstream node; a larger one fails the request (-32002)",
+    )
     max_batch_size: int = Field(default=100, ge=1)
     request_timeout_seconds: float = Field(default=30.0, gt=0)
     max_attempts: int = Field(default=3, ge=1, description="tries of one read across the pool's nodes")

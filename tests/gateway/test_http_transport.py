@@ -298,6 +298,51 @@ async def test_malformed_answers_are_transport_errors(
     assert server.requests == 1  # a request that got an answer, even a broken one, is not sent again
 
 
+OVERSIZED = [
+    # (case, answer, the transport's max_answer_bytes)
+    ("a body over the bound", answer(b"x" * 2048), 1024),
+    (
+        "a chunked body over the bound",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" + b"x" * 2048,
+        1024,
+    ),
+    ("an endless body with no length", b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 4096, 1024),
+    (
+        "headers over 64 KiB",
+        b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"p" * 70_000 + b"\r\nContent-Length: 2\r\n\r\n{}",
+        1024,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "raw_answer", "bound"), OVERSIZED, ids=[row[0] for row in OVERSIZED])
+async def test_answers_over_the_bounds_fail_and_close_the_connection(
+    case: str,
+    raw_answer: bytes,
+    bound: int,
+    raw_server: Callable[..., Awaitable[RawServer]],
+    transports: Callable[..., HttpTransport],
+) -> None:
+    async def floods(server: RawServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if await server.read(reader) is not None:
+            writer.write(raw_answer)
+            await writer.drain()
+            await asyncio.sleep(1)  # the connection stays open: the transport must give up by itself
+
+    server = await raw_server(floods)
+    transport = transports(server.url, max_answer_bytes=bound)
+    with pytest.raises(HttpTransportError, match="an answer (larger than 1024 bytes|whose headers exceed)"):
+        await transport.post(BODY, timeout_seconds=TIMEOUT, idempotent=True)
+    assert server.requests == 1
+
+
+async def test_an_answer_within_the_bound_is_read_whole(
+    echo_server: EchoServer, transports: Callable[..., HttpTransport]
+) -> None:
+    transport = transports(echo_server.url, max_answer_bytes=len(BODY))
+    assert await transport.post(BODY, timeout_seconds=TIMEOUT) == (200, BODY)
+
+
 # -- failures ----------------------------------------------------------------------------------------------------------
 
 

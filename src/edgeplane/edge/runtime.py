@@ -37,7 +37,10 @@ def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
     return {
         name: UpstreamPool(
             name,
-            [UpstreamNode(node, timeout_seconds=timeout) for node in network.upstreams],
+            [
+                UpstreamNode(node, timeout_seconds=timeout, max_answer_bytes=settings.gateway.max_answer_bytes)
+                for node in network.upstreams
+            ],
             settings.gateway,
         )
         for name, network in settings.networks.items()

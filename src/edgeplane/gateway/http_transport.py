@@ -15,8 +15,9 @@ call from 45 % to 17 % of its CPU, nearly all of that the socket write itself.
 What it does: keep-alive connections to one origin, at most ``max_connections`` of them, the most recently used
 taken first (so a quiet period lets the others expire); a connection is closed on any error, on ``Connection:
 close``, after a timeout, and when it has been idle longer than ``idle_seconds``; answers framed by
-``Content-Length``, chunked encoding or the end of the connection; ``http`` and ``https`` (the stdlib's default
-certificate checks); user and password in the URL as Basic authorization.
+``Content-Length``, chunked encoding or the end of the connection, their head bounded by ``MAX_ANSWER_HEAD_BYTES``
+and their body by ``max_answer_bytes`` (past either, the request fails and the connection is closed); ``http`` and
+``https`` (the stdlib's default certificate checks); user and password in the URL as Basic authorization.
 
 What it does not do: redirects, proxies, compression (it asks for ``identity``), HTTP/2, pipelining, cookies,
 100-continue, or any method but POST.
@@ -44,6 +45,10 @@ from edgeplane import __version__
 DEFAULT_MAX_CONNECTIONS = 128
 # Shorter than the keep-alive timeout of most servers, so a connection is rarely closed under the request.
 DEFAULT_IDLE_SECONDS = 15.0
+# An answer's head and body are held in memory whole: a node that answers without end must not take the process's
+# memory with it (an upstream may be a provider outside the operator's control).
+DEFAULT_MAX_ANSWER_BYTES = 128 * 1024 * 1024
+MAX_ANSWER_HEAD_BYTES = 64 * 1024
 
 _BODYLESS_STATUSES = frozenset({204, 304})
 
@@ -61,6 +66,7 @@ class HttpTransport:
         *,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         parts = urlsplit(url)
@@ -88,6 +94,7 @@ class HttpTransport:
         self._head = ("\r\n".join(head) + "\r\nContent-Length: ").encode("latin-1")
         self._max_connections = max_connections
         self._idle_seconds = idle_seconds
+        self._max_answer_bytes = max_answer_bytes
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: list[_Connection] = []  # a stack: the most recently used is taken first
         self._open = 0  # connections idle, in use or being opened
@@ -213,7 +220,7 @@ class HttpTransport:
         try:
             async with asyncio.timeout_at(deadline):
                 _, connection = await loop.create_connection(
-                    lambda: _Connection(loop),
+                    lambda: _Connection(loop, self._max_answer_bytes),
                     self._host,
                     self._port,
                     ssl=self._ssl,
@@ -250,8 +257,12 @@ class HttpTransport:
 class _Connection(asyncio.Protocol):
     """One keep-alive connection: at most one request in flight, its answer parsed by ``httptools``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_answer_bytes: int) -> None:
         self._loop = loop
+        self._max_answer_bytes = max_answer_bytes
+        self._head_bytes = 0
+        self._body_bytes = 0
+        self._too_large: str | None = None  # why a callback stopped the parser
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
@@ -299,7 +310,7 @@ class _Connection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(f"malformed answer: {exc}")
+            self._fail(self._too_large or f"malformed answer: {exc}")
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -321,6 +332,10 @@ class _Connection(asyncio.Protocol):
     # -- httptools callbacks ---------------------------------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > MAX_ANSWER_HEAD_BYTES:
+            self._too_large = f"an answer whose headers exceed {MAX_ANSWER_HEAD_BYTES} bytes"
+            raise httptools.HttpParserCallbackError(self._too_large)
         # Only the framing headers matter; their names are 14 and 17 bytes long.
         if len(name) in (14, 17) and name.lower() in (b"content-length", b"transfer-encoding"):
             self._framed = True
@@ -329,6 +344,10 @@ class _Connection(asyncio.Protocol):
         self._headers_complete = True
 
     def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        if self._body_bytes > self._max_answer_bytes:
+            self._too_large = f"an answer larger than {self._max_answer_bytes} bytes"
+            raise httptools.HttpParserCallbackError(self._too_large)
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -369,5 +388,8 @@ class _Connection(asyncio.Protocol):
 
     def _reset_answer(self) -> None:
         self._body = []
+        self._head_bytes = 0
+        self._body_bytes = 0
+        self._too_large = None
         self._headers_complete = False
         self._framed = False

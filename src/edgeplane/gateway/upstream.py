@@ -16,7 +16,12 @@ import orjson
 
 from edgeplane.config import TraceFilterStrategy, UpstreamSettings
 from edgeplane.gateway.errors import UpstreamRejected
-from edgeplane.gateway.http_transport import DEFAULT_MAX_CONNECTIONS, HttpTransport, HttpTransportError
+from edgeplane.gateway.http_transport import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
+    HttpTransport,
+    HttpTransportError,
+)
 from edgeplane.gateway.jsonrpc import RpcRequest, encode_request
 
 # Node clients whose own trace_filter refuses ranges larger than this many blocks.
@@ -52,11 +57,14 @@ class UpstreamNode:
         *,
         timeout_seconds: float,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.settings = settings
         self.label = settings.label
         self.url = settings.url
-        self._transport = HttpTransport(settings.url, max_connections=max_connections)
+        self._transport = HttpTransport(
+            settings.url, max_connections=max_connections, max_answer_bytes=max_answer_bytes
+        )
         self._timeout_seconds = timeout_seconds
         self.health = NodeHealth(trace_filter=settings.trace_filter)
         self._next_id = 0
