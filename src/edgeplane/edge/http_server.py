@@ -221,6 +221,10 @@ _BUSY = jsonrpc_error(503, INVALID_REQUEST, "too many connections; try again lat
 _LENGTH_REQUIRED = jsonrpc_error(
     411, INVALID_REQUEST, "chunked request bodies are not accepted; send the body with Content-Length"
 )
+_CODING_NOT_IMPLEMENTED = jsonrpc_error(
+    501, INVALID_REQUEST, "transfer coding not implemented; send the body with Content-Length"
+)
+_CONNECT_NOT_IMPLEMENTED = jsonrpc_error(501, INVALID_REQUEST, "CONNECT is not implemented")
 _TIMED_OUT = jsonrpc_error(408, INVALID_REQUEST, "the request did not arrive in time")
 
 _status_lines: dict[int, bytes] = {}
@@ -579,6 +583,11 @@ class _HttpConnection(asyncio.Protocol):
         if version not in _VERSIONS:
             self._refuse(_VERSION_NOT_SUPPORTED, request)
             return
+        if request.method == "CONNECT":
+            # llhttp reads what follows a CONNECT head as the tunnel, whatever its Content-Length says: another
+            # reader would take those bytes for its body.
+            self._refuse(_CONNECT_NOT_IMPLEMENTED, request)
+            return
         repeated = request.repeated
         if repeated is not None:
             name = repeated.decode("latin-1")
@@ -589,8 +598,9 @@ class _HttpConnection(asyncio.Protocol):
             return
         if authority is not None:
             noted[HOST] = authority  # the target's host wins over the Host header's (RFC 9112, 3.2.2)
-        if noted[TRANSFER_ENCODING] is not None:
-            self._refuse(_LENGTH_REQUIRED, request)
+        coding = noted[TRANSFER_ENCODING]
+        if coding is not None:
+            self._refuse(_LENGTH_REQUIRED if coding.lower() == b"chunked" else _CODING_NOT_IMPLEMENTED, request)
             return
         length, expect_value = noted[CONTENT_LENGTH], noted[EXPECT]
         # An HTTP/1.0 client does not know 100 Continue (RFC 9110, 10.1.1).
