@@ -228,6 +228,40 @@ class ApiSettings(BaseModel):
     )
 
 
+class EdgeSettings(BaseModel):
+    """Bounds of the edge listener's HTTP server (``docs/gateway.md``, "HTTP"): what one client may hold of an edge
+    worker. The body's bound is ``gateway.max_body_bytes``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="request line and headers; larger heads are refused with 431 and the connection closed",
+    )
+    max_headers: int = Field(
+        default=100, ge=8, le=10_000, description="header lines in a request; more are refused with 431"
+    )
+    max_connections: int = Field(
+        default=10_000,
+        ge=1,
+        description="open client connections per edge worker (at most three quarters of the process's open-file "
+        "limit); one more is answered 503 and closed at once",
+    )
+    idle_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="a keep-alive connection with no request in progress, or a client that reads nothing of its "
+        "answers, is closed after this long",
+    )
+    request_timeout_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="a request's line, headers and body must all arrive within this long of its first byte (408)",
+    )
+
+
 def _default_networks() -> dict[str, NetworkSettings]:
     return {name: NetworkSettings() for name in ("mainnet", "sepolia", "holesky")}
 
@@ -253,6 +287,7 @@ class Settings(BaseSettings):
     dev_chain: DevChainSettings = Field(default_factory=DevChainSettings)
     logs: LogSettings = Field(default_factory=LogSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    edge: EdgeSettings = Field(default_factory=EdgeSettings)
 
     @property
     def edge_worker_count(self) -> int:

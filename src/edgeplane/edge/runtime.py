@@ -96,7 +96,16 @@ class EdgeRuntime:
             )
             request_log = RequestLog(journal)
         router = EdgeRouter(gateway, snapshots, request_log, locator)
-        server = HttpServer(router, max_body_bytes=settings.gateway.max_body_bytes)
+        edge = settings.edge
+        server = HttpServer(
+            router,
+            max_body_bytes=settings.gateway.max_body_bytes,
+            max_head_bytes=edge.max_header_bytes,
+            max_headers=edge.max_headers,
+            max_connections=edge.max_connections,
+            idle_seconds=edge.idle_timeout_seconds,
+            read_seconds=edge.request_timeout_seconds,
+        )
         return cls(pools=pools, gateway=gateway, server=server, request_log=request_log, locator=locator)
 
     async def close(self) -> None:
