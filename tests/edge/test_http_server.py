@@ -384,6 +384,29 @@ async def test_request_that_does_not_arrive_in_time_is_answered_408() -> None:
     assert answer.status == 408
 
 
+async def test_a_head_trickled_slower_than_the_request_timeout_is_answered_408() -> None:
+    async with running(Recorder(), read_seconds=0.3) as (_, port):
+        reader, writer = await connect(port)
+        writer.write(b"POST /echo HTTP/1.1\r\nHost: localhost\r\n")
+        started = asyncio.get_running_loop().time()
+
+        async def trickle() -> None:
+            with contextlib.suppress(ConnectionError):
+                for index in range(100):  # a header line every 50 ms: never idle, never done
+                    writer.write(b"X-Slow-%d: 1\r\n" % index)
+                    await writer.drain()
+                    await asyncio.sleep(0.05)
+
+        trickling = asyncio.create_task(trickle())
+        answer = await read_response(reader)
+        waited = asyncio.get_running_loop().time() - started
+        assert await closed_by_server(reader, within=3.0)
+        trickling.cancel()
+        writer.close()
+    assert answer.status == 408
+    assert waited < 2.0
+
+
 # -- Expect, backpressure, shutdown ----------------------------------------------------------------------------------
 
 
