@@ -15,10 +15,27 @@ concurrency 1), its throughput at concurrency 32 rose by 15 to 30 %, and the add
 What it does: HTTP/1.0 and 1.1, keep-alive (HTTP/1.0 only when asked for), ``Connection: close`` both ways;
 pipelined requests answered in order (reading pauses while answers are queued); ``Expect: 100-continue``; bodies
 framed by ``Content-Length`` and refused with 413 from the declared length, before any of the body is read;
-a limit on the request head (431); timeouts for an idle keep-alive connection (closed) and for a request whose head
-and body do not arrive in time (408, closed); write backpressure (a connection whose client does not read stops
-being read and answered until its buffer drains); graceful shutdown (stop accepting, close idle connections, finish
-the requests in flight up to a deadline, answering them with ``Connection: close``).
+timeouts for an idle keep-alive connection (closed) and for a request whose head and body do not arrive in time
+(408, closed); write backpressure (a connection whose client does not read stops being read and answered until its
+buffer drains); a cap on open connections (503 and closed at once); graceful shutdown (stop accepting, close idle
+connections, finish the requests in flight up to a deadline, answering them with ``Connection: close``).
+
+What it refuses, answering and closing the connection, so that no reader before or after it can take a request for
+another (llhttp, in its strict mode, refuses the rest: obs-fold, whitespace before a colon, bare CR or LF, control
+characters, two Content-Lengths, Content-Length with Transfer-Encoding, invalid lengths and versions):
+
+- a head over ``max_head_bytes`` or ``max_headers`` (431), measured on every path: in the read that completes it,
+  and after each read while it is still arriving (a line still arriving is held back from the parser until it ends:
+  httptools joins the pieces of a header by concatenation, quadratic in their number);
+- an HTTP/1.1 request without a Host header (400, RFC 9112 3.2); a second Host, Content-Length, Content-Type,
+  Transfer-Encoding or Content-Encoding header (400);
+- a target that is neither the origin form, the absolute form of an http or https URL without user info, nor ``*``,
+  or that has a fragment (400); an absolute-form target's host takes the Host header's place (RFC 9112 3.2.2), so
+  routing, the firewall's ``http.host`` and the request log see the host the target names;
+- versions other than 1.0 and 1.1 (505); CONNECT (501: llhttp reads what follows its head as a tunnel, whatever
+  Content-Length says); a Transfer-Encoding (411 for chunked, 501 for anything else).
+
+Header values lose the whitespace after them (RFC 9110 5.5; llhttp keeps it), and a HEAD request's answer has no body.
 
 The handler is asked twice per request: ``answer_head`` with the head only, when the head is complete, so requests
 refused on their head (wrong host, method or content type) are answered without reading or buffering their body; then
@@ -54,9 +71,9 @@ it answers, shuts its side down and reads and discards what still arrives for up
 client reads the answer instead of a connection reset.
 
 What it does not do: HTTP/2, TLS (terminate it in a proxy in front; TLS in the edge is a later issue), upgrades
-(WebSocket: the request is answered as any other, then the connection is closed), and chunked request bodies:
-a request with ``Transfer-Encoding`` is answered 411 (Length Required) and the connection closed. Every JSON-RPC
-client in use sends ``Content-Length``, and a declared length lets the body limit be enforced before reading.
+(WebSocket: the request is answered as any other, then the connection is closed), and chunked request bodies (see
+above): every JSON-RPC client in use sends ``Content-Length``, and a declared length lets the body limit be enforced
+before reading.
 """
 
 from __future__ import annotations

@@ -1,11 +1,17 @@
 """The edge listener's router: host and path routing, HTTP checks, and the gateway.
 
 The checks, in order: ``/healthz`` answers at once; any other path but ``/v1/<network>`` is 404; then the Host must be
-a web3 hostname (404), the network must exist (404), the method must be POST (405, with ``Allow: POST``), the content
-type JSON (415), and the body within the server's ``max_body_bytes`` (413, answered by ``HttpServer`` itself once the
-checks here have passed, before the body is read). Each answer is a JSON-RPC error object with ``id: null``. All of
-them are decided from the request head, so a refused request's body is never buffered; only a request that passes
-reaches the gateway, with its body.
+well-formed (400) and a web3 hostname (404), the network must exist (404), the method must be POST (405, with
+``Allow: POST``), the content type JSON (415), the body not coded (415 for a Content-Encoding other than ``identity``,
+with ``Accept-Encoding: identity``), and the body within the server's ``max_body_bytes`` (413, answered by
+``HttpServer`` itself once the checks here have passed, before the body is read). Each answer is a JSON-RPC error
+object with ``id: null``. All of them are decided from the request head, so a refused request's body is never
+buffered; only a request that passes reaches the gateway, with its body.
+
+Paths are routed as sent, percent-encoding and all: ``/v1/mainnet`` is mainnet, and ``/v1/mainnet/``,
+``/v1/mainnet%2f``, ``/v1/%6dainnet`` or ``/v1/./mainnet`` are networks of those names, which do not exist (404). So
+each network has one spelling, and the firewall's ``http.request.uri.path`` (the path as sent) is the path that was
+routed: a rule written for ``/v1/mainnet`` sees every request that reaches mainnet.
 
 The zone's firewall (``edgeplane.waf.firewall``) runs on a request that passed those checks, once its body is read
 and before the gateway sees it: a request refused on its head is not evaluated (it never reaches the gateway). A
