@@ -331,7 +331,7 @@ async def test_answers_over_the_bounds_fail_and_close_the_connection(
 
     server = await raw_server(floods)
     transport = transports(server.url, max_answer_bytes=bound)
-    with pytest.raises(HttpTransportError, match="an answer (larger than 1024 bytes|whose headers exceed)"):
+    with pytest.raises(HttpTransportError, match=r"an answer (larger than 1024 bytes|whose headers exceed)"):
         await transport.post(BODY, timeout_seconds=TIMEOUT, idempotent=True)
     assert server.requests == 1
 
