@@ -358,6 +358,14 @@ ROWS = [
     pytest.param(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, None, True, id="HTTP/2 preface"),
     pytest.param(request(method="post"), 400, None, True, id="lower-case method"),
     pytest.param(request(method="BREW"), 400, None, True, id="unknown method"),
+    pytest.param(request(method="CONNECT"), 501, "CONNECT", True, id="CONNECT"),
+    pytest.param(
+        request(headers="Connection: upgrade\r\nUpgrade: websocket\r\n"),
+        501,
+        "upgrades",
+        True,
+        id="upgrade with a body",
+    ),
     pytest.param(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400, None, True, id="TLS hello"),
 ]
 
@@ -535,6 +543,7 @@ _NAMES = _mostly(
                 "Connection",
                 "Expect",
                 "Content-Encoding",
+                "Upgrade",
                 "X-A",
             ]
         ),
@@ -545,7 +554,7 @@ _NAMES = _mostly(
 _VALUES = _mostly(
     st.one_of(
         st.sampled_from(["h.example", "h.example:8", "0", "1", "2", "chunked", "close", "keep-alive", "100-continue"]),
-        st.sampled_from(["identity", "gzip", "", "1, 1", "a\tb", " x "]),
+        st.sampled_from(["identity", "gzip", "", "1, 1", "a\tb", " x ", "upgrade", "websocket", "Upgrade, close"]),
         st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=8),
     ),
     st.text(st.characters(max_codepoint=0xFF), max_size=8),
@@ -605,11 +614,10 @@ def _reference(data: bytes) -> list[Parsed]:
             return found
         assert start is not None
         found.append(_parsed(start, body))
-        if connection.their_state is not h11.DONE:
-            return found  # CONNECT, or Upgrade: what follows is not HTTP to either reader
-        connection.send(h11.Response(status_code=200, headers=[("content-length", "0")]))
+        # An answer that is neither 101 nor 2xx declines an Upgrade or CONNECT (h11 then reads on as HTTP).
+        connection.send(h11.Response(status_code=404, headers=[("content-length", "0")]))
         connection.send(h11.EndOfMessage())
-        keep_alive = connection.our_state is h11.DONE or (
+        keep_alive = (connection.our_state is h11.DONE and connection.their_state is h11.DONE) or (
             start.http_version == b"1.0"
             and any(
                 token.strip().lower() == b"keep-alive"

@@ -32,7 +32,8 @@ characters, two Content-Lengths, Content-Length with Transfer-Encoding, invalid 
 - a target that is neither the origin form, the absolute form of an http or https URL without user info, nor ``*``,
   or that has a fragment (400); an absolute-form target's host takes the Host header's place (RFC 9112 3.2.2), so
   routing, the firewall's ``http.host`` and the request log see the host the target names;
-- versions other than 1.0 and 1.1 (505); CONNECT (501: llhttp reads what follows its head as a tunnel, whatever
+- versions other than 1.0 and 1.1 (505); CONNECT and protocol upgrades (``Connection: upgrade`` with ``Upgrade``,
+  WebSocket's handshake among them: 501, since llhttp reads what follows their head as the other protocol, whatever
   Content-Length says); a Transfer-Encoding (411 for chunked, 501 for anything else).
 
 Header values lose the whitespace after them (RFC 9110 5.5; llhttp keeps it), and a HEAD request's answer has no body.
@@ -71,9 +72,8 @@ it answers, shuts its side down and reads and discards what still arrives for up
 client reads the answer instead of a connection reset.
 
 What it does not do: HTTP/2, TLS (terminate it in a proxy in front; TLS in the edge is a later issue), upgrades
-(WebSocket: the request is answered as any other, then the connection is closed), and chunked request bodies (see
-above): every JSON-RPC client in use sends ``Content-Length``, and a declared length lets the body limit be enforced
-before reading.
+(WebSocket) and chunked request bodies (see above): every JSON-RPC client in use sends ``Content-Length``, and a
+declared length lets the body limit be enforced before reading.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class EdgeRequest:
     server: tuple[str, int] | None
     content_length: int = 0
     body: bytes = b""
-    raw_path: str = ""  # as sent (percent-encoded), without the query string: what the WAF inspects
+    raw_path: str = ""  # as sent (percent-encoded), without the query string: what routes and what the WAF inspects
     context: object = None  # the handler's own, from ``answer_head`` to ``answered``
     # The first value of each of ``NOTED_HEADERS`` (None when absent), at its index there. The server puts the
     # host of an absolute-form target (``POST http://host/path``) in place of the Host header's (RFC 9112, 3.2.2).
@@ -175,6 +175,8 @@ class EdgeRequest:
         self.content_encoding = noted.pop()
         self.noted = noted
         self.repeated = repeated
+        if not self.raw_path:
+            self.raw_path = self.path  # a request made without the server (the server sets both)
 
     def header(self, name: bytes) -> bytes | None:
         """The first value of a header (``name`` in lower case), or None; for the headers of ``NOTED_HEADERS``,
@@ -241,7 +243,7 @@ _LENGTH_REQUIRED = jsonrpc_error(
 _CODING_NOT_IMPLEMENTED = jsonrpc_error(
     501, INVALID_REQUEST, "transfer coding not implemented; send the body with Content-Length"
 )
-_CONNECT_NOT_IMPLEMENTED = jsonrpc_error(501, INVALID_REQUEST, "CONNECT is not implemented")
+_UPGRADE_NOT_IMPLEMENTED = jsonrpc_error(501, INVALID_REQUEST, "CONNECT and protocol upgrades are not implemented")
 _TIMED_OUT = jsonrpc_error(408, INVALID_REQUEST, "the request did not arrive in time")
 
 _status_lines: dict[int, bytes] = {}
@@ -600,10 +602,10 @@ class _HttpConnection(asyncio.Protocol):
         if version not in _VERSIONS:
             self._refuse(_VERSION_NOT_SUPPORTED, request)
             return
-        if request.method == "CONNECT":
-            # llhttp reads what follows a CONNECT head as the tunnel, whatever its Content-Length says: another
-            # reader would take those bytes for its body.
-            self._refuse(_CONNECT_NOT_IMPLEMENTED, request)
+        if parser.should_upgrade():
+            # CONNECT, or Connection: upgrade with Upgrade: llhttp takes what follows the head for the other
+            # protocol, whatever Content-Length says, where a reader that does not upgrade takes it for the body.
+            self._refuse(_UPGRADE_NOT_IMPLEMENTED, request)
             return
         repeated = request.repeated
         if repeated is not None:

@@ -84,7 +84,7 @@ class EdgeRouter:
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
-        if _path(request) == "/healthz":
+        if request.raw_path == "/healthz":
             request.context = NOT_LOGGED
             return _HEALTHY
         response = self._refusal(request)
@@ -102,7 +102,8 @@ class EdgeRouter:
         return exchange
 
     def _refusal(self, request: EdgeRequest) -> EdgeResponse | None:
-        path = _path(request)
+        # The path as sent, percent-encoding and all (see the module docstring).
+        path = request.raw_path
         if not path.startswith("/v1/"):
             return jsonrpc_error(404, INVALID_REQUEST, f"not found: {path}; use POST /v1/<network>")
         exchange = self._exchange(request)
@@ -138,7 +139,7 @@ class EdgeRouter:
             verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange))
             if verdict.blocked:
                 return _refusal(request, verdict, exchange.ray_id)
-        answer = self.gateway.respond(_path(request)[4:], request.body)
+        answer = self.gateway.respond(request.raw_path[4:], request.body)
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
         return self._awaited(answer, exchange)
@@ -175,7 +176,7 @@ class EdgeRouter:
             method=request.method,
             scheme="http",
             host=exchange.host,
-            raw_path=_path(request),
+            raw_path=request.raw_path,
             query=request.query_string.decode("latin-1"),
             headers=request.headers,
             body=request.body,
@@ -220,13 +221,6 @@ def _with_ray(response: EdgeResponse, ray_id: str) -> EdgeResponse:
         content_type=response.content_type,
         headers=(*response.headers, (b"cf-ray", ray_id.encode() + b"-EDG")),
     )
-
-
-def _path(request: EdgeRequest) -> str:
-    """The path as sent, percent-encoding and all: what routes a request and what the firewall's
-    ``http.request.uri.path`` is, so that no spelling of a path reaches a network under a name the firewall's rules
-    do not see (a request made without the server, in tests, has only ``path``)."""
-    return request.raw_path or request.path
 
 
 def _host(request: EdgeRequest) -> tuple[str, bool]:
