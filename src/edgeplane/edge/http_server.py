@@ -13,7 +13,8 @@ concurrency 1), its throughput at concurrency 32 rose by 15 to 30 %, and the add
 0.19 to 0.20 ms to 0.14 to 0.17 ms.
 
 What it does: HTTP/1.0 and 1.1, keep-alive (HTTP/1.0 only when asked for), ``Connection: close`` both ways;
-pipelined requests answered in order (reading pauses while answers are queued); ``Expect: 100-continue``; bodies
+pipelined requests answered in order (reading pauses while answers are queued; more than ``MAX_PIPELINED`` read at
+once are answered 429 and the connection closed); ``Expect: 100-continue``; bodies
 framed by ``Content-Length`` and refused with 413 from the declared length, before any of the body is read;
 timeouts for an idle keep-alive connection (closed) and for a request whose head and body do not arrive in time
 (408, closed); write backpressure (a connection whose client does not read stops being read and answered until its
@@ -105,6 +106,7 @@ DEFAULT_GRACE_SECONDS = 5.0  # how long a shutdown waits for requests in flight
 DEFAULT_MAX_HEAD_BYTES = 64 * 1024  # request line and headers
 DEFAULT_MAX_HEADERS = 100  # header lines in a request (Apache's LimitRequestFields)
 DEFAULT_MAX_CONNECTIONS = 10_000  # open client connections; see ``connection_limit``
+MAX_PIPELINED = 100  # requests read and waiting for their answers on one connection
 LINGER_SECONDS = 2.0  # how long input is drained after the server closed a connection the client may still send on
 # The handler hears of written answers (``answered``) in batches: this many, or this long after the first of them.
 TELL_BATCH = 64
@@ -244,6 +246,9 @@ _CODING_NOT_IMPLEMENTED = jsonrpc_error(
     501, INVALID_REQUEST, "transfer coding not implemented; send the body with Content-Length"
 )
 _UPGRADE_NOT_IMPLEMENTED = jsonrpc_error(501, INVALID_REQUEST, "CONNECT and protocol upgrades are not implemented")
+_TOO_MANY_PIPELINED = jsonrpc_error(
+    429, INVALID_REQUEST, f"more than {MAX_PIPELINED} pipelined requests; wait for answers before sending more"
+)
 _TIMED_OUT = jsonrpc_error(408, INVALID_REQUEST, "the request did not arrive in time")
 
 _status_lines: dict[int, bytes] = {}
@@ -664,6 +669,10 @@ class _HttpConnection(asyncio.Protocol):
         self._answer = None
         if self._busy:
             self._update_reading()  # pipelined: stop reading until the queue is answered
+            if len(self._queue) > MAX_PIPELINED:
+                # Reading pauses between reads only: one read of small requests would queue thousands, each
+                # many times its size in memory.
+                self._refuse(_TOO_MANY_PIPELINED)
         else:
             self._advance()
 
