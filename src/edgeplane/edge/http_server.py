@@ -132,6 +132,7 @@ HOST, CONTENT_TYPE, CONTENT_LENGTH, TRANSFER_ENCODING, EXPECT, USER_AGENT, REFER
 # Content-Encoding is looked up in the same pass, at the index after them, and kept apart (``content_encoding``):
 # the request log's C rows read ``noted`` and expect exactly ``NOTED_HEADERS``.
 _CONTENT_ENCODING: Final = len(NOTED_HEADERS)
+_NOTED_SLOTS: Final = len(NOTED_HEADERS) + 1
 _NOTED_INDEX: Final = {name: index for index, name in enumerate((*NOTED_HEADERS, b"content-encoding"))}
 # Headers a request may carry once only: with two of them, which one counts would depend on who reads the request
 # (the router, the firewall, the node), so such a request is refused.
@@ -164,7 +165,7 @@ class EdgeRequest:
     repeated: bytes | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        noted: list[bytes | None] = [None] * (len(NOTED_HEADERS) + 1)
+        noted: list[bytes | None] = [None] * _NOTED_SLOTS
         index_of = _NOTED_INDEX.get
         repeated = None
         for name, value in self.headers:
