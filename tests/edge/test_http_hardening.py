@@ -23,10 +23,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from edgeplane.edge.http_server import HOST, Answer, EdgeRequest, EdgeResponse, HttpServer
+from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
 from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall
+from tests.support.journalled_store import JournalledStore
 
 MAX_BODY = 4096
 CALL = b'{"jsonrpc":"2.0","id":7,"method":"eth_blockNumber","params":[]}'
@@ -180,13 +182,13 @@ class StandInGateway:
         return GatewayResponse(404, json.dumps({"error": {"message": f"unknown network {network!r}"}}).encode())
 
 
-def edge_server(**limits: int) -> tuple[HttpServer, StandInGateway]:
+def edge_server(request_log: RequestLog | None = None, **limits: int) -> tuple[HttpServer, StandInGateway]:
     gateway = StandInGateway()
     snapshot = ConfigSnapshot(
         web3_hostnames=dict.fromkeys(HOSTS, ZONE),
         firewalls={ZONE.zone_id: compile_firewall({"http_request_firewall_managed": [GUARD]})},
     )
-    router = EdgeRouter(gateway, SnapshotHolder(snapshot))  # type: ignore[arg-type]
+    router = EdgeRouter(gateway, SnapshotHolder(snapshot), request_log)  # type: ignore[arg-type]
     return HttpServer(router, max_body_bytes=MAX_BODY, **limits), gateway
 
 
@@ -423,6 +425,27 @@ def test_a_head_within_the_limits_passes_however_it_arrives(cuts: list[int]) -> 
 
     outcome = asyncio.run(run())
     assert [response.status for response in outcome.responses] == [200]
+
+
+async def test_the_request_log_records_the_host_an_absolute_form_target_names() -> None:
+    store = JournalledStore()
+    request_log = store.log()
+    server, _ = edge_server(request_log)
+    answers = [
+        (await send(server, [raw])).responses[0].status
+        for raw in (
+            request("http://rpc.example.com/v1/mainnet", host="nowhere.example"),
+            request("http://blocked.example.com/v1/mainnet", host="rpc.example.com"),
+        )
+    ]
+    await asyncio.sleep(0.2)  # the server tells the router of its answers in batches (``TELL_DELAY_SECONDS``)
+    request_log.flush()
+    records = store.records["http_requests"]
+    assert answers == [200, 403]
+    assert [(record["ClientRequestHost"], record["EdgeResponseStatus"]) for record in records] == [
+        ("rpc.example.com", 200),
+        ("blocked.example.com", 403),
+    ]
 
 
 async def test_limits_are_settings() -> None:
