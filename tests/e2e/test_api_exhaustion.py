@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.anvil import AnvilNode
 from tests.support.edgeplane import EdgeplaneProcess
+from tests.support.raw_http import connect, read_response
 
 CHAIN_ID = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}
 
@@ -43,31 +44,6 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError("no VmRSS")
-
-
-def connect(process: EdgeplaneProcess, timeout: float = 10.0) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", process.api_port), timeout=timeout)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body of one HTTP/1.1 answer with a Content-Length."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError(f"closed before an answer: {data!r}")
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
-    while len(body) < int(headers.get("content-length", "0")):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return int(lines[0].split()[1]), headers, body
 
 
 def closed_within(sock: socket.socket, seconds: float) -> float:
@@ -96,7 +72,7 @@ def send_quietly(sock: socket.socket, data: bytes) -> int:
 
 def test_a_huge_declared_body_is_refused_before_it_is_read(bounded: EdgeplaneProcess) -> None:
     before = rss_kib(bounded.pid)
-    with connect(bounded) as sock:
+    with connect(bounded.api_port) as sock:
         sock.sendall(
             b"POST /client/v4/zones HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\n"
             b"Content-Length: 400000000\r\n\r\n"
@@ -111,7 +87,7 @@ def test_a_huge_declared_body_is_refused_before_it_is_read(bounded: EdgeplanePro
 
 
 def test_an_unauthenticated_body_is_not_read(bounded: EdgeplaneProcess) -> None:
-    with connect(bounded) as sock:
+    with connect(bounded.api_port) as sock:
         sock.sendall(
             b"POST /client/v4/zones HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\n"
             b"Content-Length: 900000\r\n\r\n"
@@ -125,7 +101,7 @@ def test_an_unauthenticated_body_is_not_read(bounded: EdgeplaneProcess) -> None:
 def test_a_chunked_body_is_cut_at_the_limit(bounded: EdgeplaneProcess) -> None:
     token = bounded.credentials["api_token"]
     before = rss_kib(bounded.pid)
-    with connect(bounded) as sock:
+    with connect(bounded.api_port) as sock:
         sock.sendall(
             b"POST /client/v4/zones HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\nAuthorization: Bearer " + token.encode() + b"\r\n\r\n"
@@ -172,14 +148,14 @@ def test_a_body_within_the_limit_still_works_chunked(bounded: EdgeplaneProcess) 
 def test_idle_and_half_sent_connections_are_closed(
     bounded: EdgeplaneProcess, name: str, sent: bytes, limit: float
 ) -> None:
-    with connect(bounded) as sock:
+    with connect(bounded.api_port) as sock:
         sock.sendall(sent.replace(b"TOKEN", bounded.credentials["api_token"].encode()))
         took = closed_within(sock, limit + 3)
         assert took >= limit - 0.5, name
 
 
 def test_a_trickling_request_is_closed_at_its_deadline(bounded: EdgeplaneProcess) -> None:
-    with connect(bounded) as sock:
+    with connect(bounded.api_port) as sock:
         sock.sendall(b"GET /client/v4/zones HTTP/1.1\r\nHost: api\r\n")
         started = time.monotonic()
         with contextlib.suppress(OSError):
@@ -190,7 +166,7 @@ def test_a_trickling_request_is_closed_at_its_deadline(bounded: EdgeplaneProcess
 
 
 def test_a_kept_alive_connection_is_closed_when_idle(bounded: EdgeplaneProcess) -> None:
-    with connect(bounded) as sock:
+    with connect(bounded.api_port) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: api\r\n\r\n")
         assert read_response(sock)[0] == 200
         took = closed_within(sock, 4)
@@ -198,7 +174,7 @@ def test_a_kept_alive_connection_is_closed_when_idle(bounded: EdgeplaneProcess) 
 
 
 def test_an_oversized_head_is_refused(bounded: EdgeplaneProcess) -> None:
-    with connect(bounded) as sock:
+    with connect(bounded.api_port) as sock:
         sent = send_quietly(sock, b"GET /healthz HTTP/1.1\r\nHost: api\r\nX-Big: " + b"a" * 200_000 + b"\r\n\r\n")
         assert sent > 0
         status, _, body = read_response(sock)
@@ -216,7 +192,7 @@ def test_idle_api_connections_do_not_starve_the_edge(anvil: AnvilNode, tmp_path:
         idle: list[socket.socket] = []
         try:
             for _ in range(300):
-                idle.append(connect(process))
+                idle.append(connect(process.api_port))
             time.sleep(0.5)
             refused = 0
             for sock in idle[32:]:

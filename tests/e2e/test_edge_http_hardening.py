@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.anvil import AnvilNode
 from tests.support.edgeplane import EdgeplaneProcess
+from tests.support.raw_http import connect, read_response
 
 CALL = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 
@@ -30,31 +31,6 @@ def edge(anvil: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     )
     with process:
         yield process
-
-
-def connect(edge: EdgeplaneProcess) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", edge.edge_port), timeout=10)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body of one answer (with a Content-Length)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError(f"closed before an answer: {data!r}")
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status_line, *lines = head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
-    while len(body) < int(headers["content-length"]):
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed in the body")
-        body += chunk
-    return int(status_line.split()[1]), headers, body
 
 
 def closed_by_server(sock: socket.socket) -> bool:
@@ -102,7 +78,7 @@ ROWS = [
 
 @pytest.mark.parametrize(("raw", "status", "message"), ROWS)
 def test_raw_requests(edge: EdgeplaneProcess, raw: bytes, status: int, message: str | None) -> None:
-    with connect(edge) as sock:
+    with connect(edge.edge_port) as sock:
         sock.sendall(raw)
         got, _, body = read_response(sock)
     assert got == status
@@ -116,7 +92,7 @@ def test_raw_requests(edge: EdgeplaneProcess, raw: bytes, status: int, message: 
 def test_a_smuggled_request_behind_a_refused_one_is_never_answered(edge: EdgeplaneProcess) -> None:
     smuggled = post(body=b'{"jsonrpc":"2.0","id":2,"method":"admin_peers","params":[]}')
     front = post(headers="Transfer-Encoding: chunked\r\n", body=b"0\r\n\r\n" + smuggled)
-    with connect(edge) as sock:
+    with connect(edge.edge_port) as sock:
         sock.sendall(front)
         status, headers, _ = read_response(sock)
         assert closed_by_server(sock)
@@ -124,7 +100,7 @@ def test_a_smuggled_request_behind_a_refused_one_is_never_answered(edge: Edgepla
 
 
 def test_a_trickled_head_is_cut_off(edge: EdgeplaneProcess) -> None:
-    with connect(edge) as sock:
+    with connect(edge.edge_port) as sock:
         sock.sendall(b"POST /v1/mainnet HTTP/1.1\r\nHost: localhost\r\n")
         started = time.monotonic()
         for index in range(60):  # a header every 0.1 s: never idle, never done
@@ -140,7 +116,7 @@ def test_a_trickled_head_is_cut_off(edge: EdgeplaneProcess) -> None:
 
 
 def test_a_trickled_body_is_cut_off(edge: EdgeplaneProcess) -> None:
-    with connect(edge) as sock:
+    with connect(edge.edge_port) as sock:
         sock.sendall(post()[:-10])
         status, _, _ = read_response(sock)
         assert closed_by_server(sock)
@@ -148,7 +124,7 @@ def test_a_trickled_body_is_cut_off(edge: EdgeplaneProcess) -> None:
 
 
 def test_an_idle_connection_is_closed(edge: EdgeplaneProcess) -> None:
-    with connect(edge) as sock:
+    with connect(edge.edge_port) as sock:
         sock.sendall(post())
         status, _, _ = read_response(sock)
         started = time.monotonic()
