@@ -1,4 +1,8 @@
-"""Wiring only: builds the gateway, the edge and API listeners from settings, and runs them until a signal."""
+"""The supervisor: ``edgeplane serve`` binds the edge and API listeners, prepares the configuration database and the
+development chain, and runs every edge worker, the API and the Logpush delivery as child processes, started again when
+they die, until a signal. It serves no traffic itself: a crash or an exhaustion of the API (or of an edge worker)
+takes only that child, and connections made while a child restarts wait in the backlog of the listening socket this
+process keeps open."""
 
 from __future__ import annotations
 
@@ -12,20 +16,14 @@ import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
 from edgeplane import __version__
-from edgeplane.api.asgi import build_api_app
-from edgeplane.api.endpoint import ControlPlane
 from edgeplane.bootstrap import ensure_bootstrap, ensure_install_secret
 from edgeplane.chain.process import ChainProcess
-from edgeplane.child_process import ChildProcess
+from edgeplane.child_process import ChildProcess, begin_shutdown
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
-from edgeplane.edge.runtime import EdgeRuntime
-from edgeplane.listeners import asgi_server, bind_listener, join_listener
+from edgeplane.edge.runtime import open_client_locator
+from edgeplane.listeners import bind_listener, join_listener
 from edgeplane.logs.delivery_process import take_journals
-from edgeplane.logs.destinations import DestinationPolicy
-from edgeplane.logs.log_store import SegmentedLogStore
-from edgeplane.logs.partitions import partition_directory
 from edgeplane.store.database import Database, default_database_url
-from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 
@@ -53,45 +51,62 @@ def _settings_file(settings: Settings, edge_settings: Settings) -> Path:
     return path
 
 
-def _delivery(settings: Settings, edge_settings: Settings, database_url: str) -> ChildProcess:
-    """The Logpush delivery process."""
-    command = [
+def _child_command(command: str, settings_file: Path, database_url: str, *arguments: str) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "edgeplane",
-        "delivery",
+        command,
         "--settings-file",
-        str(_settings_file(settings, edge_settings)),
+        str(settings_file),
         "--database-url",
         database_url,
-        "--workers",
-        str(settings.edge_worker_count),
+        *arguments,
     ]
+
+
+def _delivery(settings: Settings, settings_file: Path, database_url: str) -> ChildProcess:
+    """The Logpush delivery process."""
+    command = _child_command("delivery", settings_file, database_url, "--workers", str(settings.edge_worker_count))
     return ChildProcess("delivery", lambda _first: command)
 
 
-def _edge_workers(
-    settings: Settings, edge_settings: Settings, worker_sockets: list[socket.socket], database_url: str
-) -> list[ChildProcess]:
-    """Child processes that serve the edge port beside this process, each with its own gateway and its own
-    listening socket on the port (``join_listener``). This process keeps every worker's socket open,
-    so that connections made while a worker restarts wait for it rather than being refused."""
-    settings_file = _settings_file(settings, edge_settings)
-    command = [sys.executable, "-m", "edgeplane", "edge-worker", "--settings-file", str(settings_file)]
-    command += ["--database-url", database_url]
+def _listening_child(name: str, command: list[str], sock: socket.socket) -> ChildProcess:
+    """A child serving ``sock``, which it inherits as ``--fd``; this process keeps its copy open, so that connections
+    made while the child restarts wait for it rather than being refused."""
+    sock.set_inheritable(True)
+    arguments = [*command, "--fd", str(sock.fileno())]
+    return ChildProcess(name, lambda _first: arguments, pass_fds=(sock.fileno(),))
 
-    def worker(index: int, sock: socket.socket) -> ChildProcess:
-        sock.set_inheritable(True)
-        arguments = [*command, "--fd", str(sock.fileno()), "--worker", str(index)]
-        return ChildProcess(f"edge-worker-{index}", lambda _first: arguments, pass_fds=(sock.fileno(),))
 
-    return [worker(index, sock) for index, sock in enumerate(worker_sockets, start=1)]
+def _edge_workers(settings_file: Path, worker_sockets: list[socket.socket], database_url: str) -> list[ChildProcess]:
+    """One child per edge worker, each with its own gateway and its own listening socket on the edge port
+    (``join_listener``), among which the kernel spreads new connections."""
+    return [
+        _listening_child(
+            f"edge-worker-{index}",
+            _child_command("edge-worker", settings_file, database_url, "--worker", str(index)),
+            sock,
+        )
+        for index, sock in enumerate(worker_sockets)
+    ]
+
+
+def _api(settings_file: Path, api_socket: socket.socket, database_url: str) -> ChildProcess:
+    """The API process (``edgeplane.api.process``)."""
+    return _listening_child("api", _child_command("api", settings_file, database_url), api_socket)
+
+
+async def _stop_all(children: list[ChildProcess]) -> None:
+    await asyncio.gather(*(child.stop() for child in children))
 
 
 async def serve(settings: Settings) -> None:
-    """Runs the edge and API listeners until SIGINT or SIGTERM. Raises ``ListenError`` when a port is taken and
-    ``DatabaseUnavailable`` when the configuration database cannot be used."""
-    edge_socket = bind_listener(settings.edge_host, settings.edge_port, share_port=settings.edge_worker_count > 1)
+    """Supervises the edge workers, the API and the Logpush delivery until SIGINT or SIGTERM. Raises, before starting
+    any child, ``ListenError`` when a port is taken, ``DatabaseUnavailable`` when the configuration database cannot be
+    used and ``ClientDatabaseError`` when a client location database cannot be opened."""
+    workers = settings.edge_worker_count
+    edge_socket = bind_listener(settings.edge_host, settings.edge_port, share_port=workers > 1)
     api_socket = bind_listener(settings.api_host, settings.api_port)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     database = Database(settings.database_url or default_database_url(settings.data_dir))
@@ -106,25 +121,9 @@ async def serve(settings: Settings) -> None:
             "created the bootstrap account, user, API token and zone",
             credentials_file=str(settings.data_dir / "credentials.json"),
         )
-    snapshots = SnapshotHolder(read_snapshot(database))
-
-    def reload_snapshot() -> None:
-        snapshots.replace(read_snapshot(database))
-
-    def place_cursors(dataset: str, job_id: int) -> None:
-        for worker in range(settings.edge_worker_count):
-            SegmentedLogStore(partition_directory(settings.data_dir, worker), writable=False).open_cursor(
-                dataset, job_id
-            )
-
-    plane = ControlPlane(
-        database,
-        secret=ensure_install_secret(settings.data_dir),
-        on_change=reload_snapshot,
-        on_job_created=place_cursors if settings.logs.enabled else None,
-        max_body_bytes=settings.api.max_body_bytes,
-        destinations=DestinationPolicy.from_settings(settings),
-    )
+    ensure_install_secret(settings.data_dir)  # here, so that no two children race to create it
+    # What would make every edge worker exit at start is refused here, once, rather than restarted forever.
+    open_client_locator(settings, describe=True).close()
     chain_networks = [name for name, network in settings.networks.items() if not network.upstreams]
     chain: ChainProcess | None = None
     if chain_networks:
@@ -149,44 +148,48 @@ async def serve(settings: Settings) -> None:
     for name, network in edge_settings.networks.items():
         if name not in chain_networks:
             log.info("network ready", network=name, upstreams=[node.label for node in network.upstreams])
-    runtime = EdgeRuntime.build(edge_settings, snapshots, worker=0)
-    worker_sockets = [join_listener(edge_socket) for _ in range(settings.edge_worker_count - 1)]
-    workers = _edge_workers(settings, edge_settings, worker_sockets, database.url)
-    delivery = _delivery(settings, edge_settings, database.url) if settings.logs.enabled else None
-    for worker in workers:
-        await worker.start()
-    if delivery is not None:
-        await delivery.start()
-    api = asgi_server(build_api_app(plane), limits=settings.api)
+    settings_file = _settings_file(settings, edge_settings)
+    worker_sockets = [edge_socket, *(join_listener(edge_socket) for _ in range(workers - 1))]
+    edge_workers = _edge_workers(settings_file, worker_sockets, database.url)
+    api = _api(settings_file, api_socket, database.url)
+    delivery = _delivery(settings, settings_file, database.url) if settings.logs.enabled else None
+    stopping = asyncio.Event()
 
     def stop() -> None:
-        runtime.server.shutdown()
-        api.should_exit = True
+        begin_shutdown()
+        stopping.set()
 
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop)
-    log.info(
-        "edgeplane started",
-        version=__version__,
-        edge=f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}",
-        edge_workers=settings.edge_worker_count,
-        api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
-        data_dir=str(settings.data_dir),
-    )
+    started: list[ChildProcess] = []
     try:
-        await asyncio.gather(runtime.server.serve(edge_socket), api.serve([api_socket]))
+        for child in [*edge_workers, api, *([delivery] if delivery is not None else [])]:
+            await child.start()
+            started.append(child)
+        log.info(
+            "edgeplane started",
+            version=__version__,
+            edge=f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}",
+            edge_workers=workers,
+            api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
+            data_dir=str(settings.data_dir),
+        )
+        await stopping.wait()
     finally:
+        # The edge first: its workers journal the requests they answered, which delivery takes last.
+        await _stop_all([child for child in edge_workers if child in started])
         for sock in worker_sockets:
-            sock.close()  # each worker's own copy keeps it listening until it stops
-        for worker in workers:
-            await worker.stop()
-        await runtime.close()
+            sock.close()
+        if api in started:
+            await api.stop()
+        api_socket.close()
         if delivery is not None:
-            await delivery.stop()  # last: it takes what the edge workers journalled until they stopped
+            if delivery in started:
+                await delivery.stop()  # last: it takes what the edge workers journalled until they stopped
             # What it did not take (stopped before it was ready to): no other writer is left.
             try:
-                taken = await asyncio.to_thread(take_journals, settings, settings.edge_worker_count)
+                taken = await asyncio.to_thread(take_journals, settings, workers)
             except Exception:  # the journals stay for the next start
                 log.exception("request journals not taken into the log store at shutdown")
             else:

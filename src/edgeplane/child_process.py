@@ -15,6 +15,16 @@ log = structlog.get_logger(__name__)
 # A child that ran this long before it exited is started again after the shortest pause.
 _HEALTHY_RUN_SECONDS = 60.0
 
+_shutting_down = False
+
+
+def begin_shutdown() -> None:
+    """From now on, no child of this process is started again when it exits: the supervisor is stopping. A signal
+    sent to the whole process group (a terminal's Ctrl-C) reaches the children as it reaches the supervisor, and a
+    child that exits before the supervisor stops it must not be started again."""
+    global _shutting_down
+    _shutting_down = True
+
 
 class ChildProcess:
     """One supervised child. ``command(first)`` gives the argument list; ``first`` is False for restarts."""
@@ -57,12 +67,14 @@ class ChildProcess:
             assert self._process is not None
             started = time.monotonic()
             code = await self._process.wait()
-            if self._stopping:
+            if self._stopping or _shutting_down:
                 return
             if time.monotonic() - started > _HEALTHY_RUN_SECONDS:
                 pause = 0.5  # it ran well before it died: a new fault, not a crash loop
             log.error("a child process exited; starting it again", child=self.name, exit_code=code, pause=pause)
             await asyncio.sleep(pause)
+            if self._stopping or _shutting_down:
+                return
             pause = min(pause * 2, 30.0)
             await self._spawn(first=False)
 

@@ -69,7 +69,8 @@ def serve(
         bool, typer.Option("--fresh-chain", help="Discard the stored development chain and start a new one.")
     ] = False,
 ) -> None:
-    """Run the edge and API listeners (with embedded defaults when nothing is configured)."""
+    """Run the edge and API listeners (with embedded defaults when nothing is configured): edge worker, API and
+    Logpush delivery processes, supervised by this one."""
     import uvloop
 
     from edgeplane.config import ConfigError, load_settings
@@ -106,13 +107,12 @@ def serve(
 
 
 def _share_metrics_between_processes(settings: Any) -> None:
-    """With several edge workers, every process writes its metrics to a shared directory that ``/metrics`` reads
-    (prometheus_client's multiprocess mode); this must happen before prometheus_client is imported."""
+    """Every process of ``edgeplane serve`` (edge workers, API, delivery) writes its metrics to a shared directory,
+    which ``/metrics`` on the API process reads (prometheus_client's multiprocess mode); this must happen before
+    prometheus_client is imported, and the children inherit it."""
     import os
     import shutil
 
-    if settings.edge_worker_count <= 1:
-        return
     directory = settings.data_dir / "run" / "metrics"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -143,6 +143,31 @@ def edge_worker(
     listener = socket.socket(fileno=fd)
     with contextlib.suppress(KeyboardInterrupt):
         uvloop.run(run_edge_worker(settings, listener, database_url, worker=worker))
+
+
+@app.command("api", hidden=True)
+def api(
+    fd: Annotated[int, typer.Option("--fd", help="The inherited API socket.")],
+    settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
+    database_url: Annotated[str, typer.Option("--database-url", help="The configuration database.")],
+) -> None:
+    """The API process, started by `edgeplane serve` (not for direct use)."""
+    import socket
+
+    from edgeplane.child_process import die_with_parent
+
+    die_with_parent()
+    import uvloop
+
+    from edgeplane.api.process import run_api
+    from edgeplane.config import Settings
+    from edgeplane.structured_logging import configure_logging
+
+    settings = Settings.model_validate_json(settings_file.read_text(encoding="utf-8"))
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    listener = socket.socket(fileno=fd)
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(run_api(settings, listener, database_url))
 
 
 @app.command("delivery", hidden=True)

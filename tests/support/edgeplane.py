@@ -51,6 +51,27 @@ class EdgeplaneProcess:
             raise RuntimeError("edgeplane is not running")
         return self._process.pid
 
+    def child_pids(self, role: str) -> list[int]:
+        """The process ids of the children of ``edgeplane serve`` running ``edgeplane <role>`` (``api``,
+        ``edge-worker``, ``delivery``, ``chain``), from /proc."""
+        try:
+            children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+        except OSError:
+            return []
+        found = []
+        for child in children:
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue  # it exited meanwhile
+            if (
+                "edgeplane" in argv
+                and argv.index("edgeplane") + 1 < len(argv)
+                and argv[argv.index("edgeplane") + 1] == role
+            ):
+                found.append(int(child))
+        return found
+
     @property
     def edge_url(self) -> str:
         return f"http://127.0.0.1:{self.edge_port}"

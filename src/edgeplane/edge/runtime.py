@@ -47,9 +47,10 @@ def build_pools(settings: Settings) -> dict[str, UpstreamPool]:
     }
 
 
-def open_client_locator(settings: Settings, *, worker: int) -> ClientLocator:
-    """The locator of the client's country and ASN from the ``logs.client_*`` settings, its databases open; the
-    first worker logs what each database is. Raises ``ClientDatabaseError`` when a database cannot be opened."""
+def open_client_locator(settings: Settings, *, describe: bool = False) -> ClientLocator:
+    """The locator of the client's country and ASN from the ``logs.client_*`` settings, its databases open; with
+    ``describe``, logs what each database is (the supervisor does, once, when it checks them before starting the edge
+    workers). Raises ``ClientDatabaseError`` when a database cannot be opened."""
     logs = settings.logs
     locator = ClientLocator.open(
         country_header=logs.client_country_header,
@@ -57,7 +58,7 @@ def open_client_locator(settings: Settings, *, worker: int) -> ClientLocator:
         country_database=logs.client_country_database,
         asn_database=logs.client_asn_database,
     )
-    if worker == 0:
+    if describe:
         for database in locator.databases:
             log.info(
                 "client location database opened",
@@ -84,7 +85,7 @@ class EdgeRuntime:
     def build(cls, settings: Settings, snapshots: SnapshotHolder, *, worker: int) -> EdgeRuntime:
         """Builds the runtime and starts the pools' health checks (call from a running loop). Raises
         ``ClientDatabaseError`` (before starting anything) when a client location database cannot be opened."""
-        locator = open_client_locator(settings, worker=worker)
+        locator = open_client_locator(settings)
         pools = build_pools(settings)
         for pool in pools.values():
             pool.start()
@@ -127,6 +128,7 @@ async def run_edge_worker(settings: Settings, listener: socket.socket, database_
     snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
     runtime = EdgeRuntime.build(settings, snapshots, worker=worker)
     follower = asyncio.create_task(follow_configuration(database, snapshots))
+    log.info("edge worker serving", worker=worker, edge=f"http://{settings.edge_host}:{listener.getsockname()[1]}")
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, runtime.server.shutdown)
