@@ -22,7 +22,6 @@ from edgeplane.child_process import ChildProcess, begin_shutdown
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.runtime import open_client_locator
 from edgeplane.listeners import bind_listener, join_listener
-from edgeplane.logs.delivery_process import take_journals
 from edgeplane.store.database import Database, default_database_url
 
 log = structlog.get_logger(__name__)
@@ -187,7 +186,10 @@ async def serve(settings: Settings) -> None:
         if delivery is not None:
             if delivery in started:
                 await delivery.stop()  # last: it takes what the edge workers journalled until they stopped
-            # What it did not take (stopped before it was ready to): no other writer is left.
+            # What it did not take (stopped before it was ready to): no other writer is left. Imported here: the
+            # supervisor never needs the log store otherwise, and its start is shorter without it.
+            from edgeplane.logs.delivery_process import take_journals
+
             try:
                 taken = await asyncio.to_thread(take_journals, settings, workers)
             except Exception:  # the journals stay for the next start

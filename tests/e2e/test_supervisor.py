@@ -155,3 +155,17 @@ def _parent(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def test_metrics_of_a_single_edge_worker_reach_the_api_process(anvil: AnvilNode, tmp_path: Path) -> None:
+    process = EdgeplaneProcess(
+        tmp_path / "data", upstreams=(f"mainnet={anvil.url}",), extra_args=("--edge-workers", "1")
+    )
+    with process:
+        assert chain_id_from_edge(process) == hex(anvil.chain_id)
+        answered = 'edgeplane_gateway_requests_total{method="eth_chainId",network="mainnet",outcome="answered"} 1.0'
+        deadline = time.monotonic() + 10  # counts are published every 0.25 s
+        while answered not in (metrics := httpx.get(f"{process.api_url}/metrics").text):
+            assert time.monotonic() < deadline, metrics[-2000:]
+            time.sleep(0.1)
+        assert 'edgeplane_upstream_healthy{network="mainnet"' in metrics

@@ -107,7 +107,10 @@ class EdgeplaneProcess:
         written = self.v4("POST", f"{scope}/logpush/ownership", json={"destination_conf": conf})
         return {"destination_conf": conf, "ownership_challenge": Path(written["filename"]).read_text().strip()}
 
-    def start(self, timeout: float = 20.0) -> EdgeplaneProcess:
+    def start(self, timeout: float = 60.0) -> EdgeplaneProcess:
+        """Starts the service and waits until the edge and the API answer ``/healthz``. The timeout is generous: every
+        edge worker and the API is a child process that imports what it runs, together on a machine busy with other
+        tests."""
         command = [
             sys.executable,
             "-m",
