@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +12,9 @@ from edgeplane import __version__
 from tests.support.edgeplane import EdgeplaneProcess
 
 
-def edgeplane(*args: str) -> subprocess.CompletedProcess[str]:
+def edgeplane(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "edgeplane", *args], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "edgeplane", *args], capture_output=True, text=True, timeout=60, check=False, env=env
     )
 
 
@@ -51,5 +52,17 @@ def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         result = edgeplane(
             "serve", "--data-dir", str(tmp_path / "two"), "--edge-port", str(running.edge_port), "--api-port", "0"
         )
-        assert result.returncode != 0
+        assert result.returncode == 1
+        assert f"cannot listen on 127.0.0.1:{running.edge_port}" in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_a_configuration_database_that_cannot_be_opened_stops_serve_at_start(tmp_path: Path) -> None:
+    # Checked by the supervisor before any child starts: an exit with a message, not a crash loop of children.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("EDGEPLANE_")}
+    env["EDGEPLANE_DATABASE_URL"] = f"sqlite:///{tmp_path / 'no such directory' / 'edgeplane.db'}"
+    result = edgeplane("serve", "--data-dir", str(tmp_path / "data"), "--edge-port", "0", "--api-port", "0", env=env)
+    assert result.returncode == 1
+    assert "edgeplane: cannot open the configuration database" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "started a child process" not in result.stdout + result.stderr
