@@ -58,6 +58,7 @@ REQUEST_TIMEOUT_SECONDS = 10.0
 ROUND_GRACE_SECONDS = 60.0  # how long past its planned end a load round may take before it is abandoned
 
 Target = str  # "direct" or "gateway"
+Pids = int | tuple[int, ...]  # a process, or several whose CPU is added up
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ class RoundSpec:
     concurrency: int
     warmup_seconds: float
     seconds: float
-    watched_pids: dict[str, int]
+    watched_pids: dict[str, Pids]
     client: str = "raw"
 
 
@@ -88,6 +89,13 @@ class RoundResult:
 
 
 # -- the load generator (runs in a child process) ------------------------------------------------------------------
+
+
+def _cpu_seconds(pids: Pids) -> float | None:
+    """The CPU time of a process, or of several added up (an edgeplane's edge workers); None when none is known."""
+    each = [_process_cpu_seconds(pid) for pid in ((pids,) if isinstance(pids, int) else pids)]
+    known = [seconds for seconds in each if seconds is not None]
+    return sum(known) if known else None
 
 
 def _process_cpu_seconds(pid: int) -> float | None:
@@ -122,11 +130,11 @@ class _CpuSnapshot:
     machine: tuple[int, int, int] | None
 
     @classmethod
-    def take(cls, pids: dict[str, int]) -> _CpuSnapshot:
+    def take(cls, pids: dict[str, Pids]) -> _CpuSnapshot:
         return cls(
             at=time.perf_counter(),
             own=time.process_time(),
-            processes={name: _process_cpu_seconds(pid) for name, pid in pids.items()},
+            processes={name: _cpu_seconds(watched) for name, watched in pids.items()},
             machine=_machine_ticks(),
         )
 
@@ -476,6 +484,20 @@ def _pid(process_owner: object) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
+def role_pids(pid: int | None, role: str) -> tuple[int, ...]:
+    """The children of ``edgeplane serve`` (``pid``) that run one part: ``edge-worker``, ``api`` or ``delivery``
+    (``edgeplane serve`` supervises; its children do the work)."""
+    found = []
+    for child in child_pids(pid):
+        try:
+            arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if role.encode() in arguments[:4]:
+            found.append(child)
+    return tuple(found)
+
+
 def child_pids(pid: int | None) -> list[int]:
     """The processes ``pid`` started (an edgeplane process's delivery process and development chain)."""
     try:
@@ -519,7 +541,7 @@ def summarise(rounds: list[RoundResult]) -> Summary:
 def measure(
     urls: dict[Target, str],
     bodies: tuple[bytes, ...],
-    pids: dict[str, int],
+    pids: dict[str, Pids],
     *,
     concurrency: int,
     rounds: int,
@@ -681,7 +703,10 @@ def main(argv: list[str] | None = None) -> int:
         bodies = request_mix(node, chain)
         for url in urls.values():
             check_answers(url, bodies)
-        pids = {name: pid for name, pid in (("gateway", _pid(edge)), ("anvil", _pid(node))) if pid is not None}
+        pids: dict[str, Pids] = {"gateway": role_pids(_pid(edge), "edge-worker")}
+        anvil = _pid(node)
+        if anvil is not None:
+            pids["anvil"] = anvil
         summaries = {
             concurrency: measure(
                 urls,

@@ -74,11 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop("PYTHONPATH")
         os.sched_setaffinity(0, other_cpus)
         urls = {name: server.rpc_url("mainnet") for name, server in servers.items()}
-        pids = {name: server.pid for name, server in servers.items()}
         time.sleep(3)  # past start-up: the delivery process and the chain finish importing
-        for name in ("A", "B"):  # the delivery process, counted apart: on this CPU too, it takes the edge's records
-            for child in load.child_pids(pids[name]):
-                pids[f"{name} child"] = child
+        pids: dict[str, load.Pids] = {}
+        for name, server in servers.items():
+            pids[name] = load.role_pids(server.pid, "edge-worker")
+            # The delivery process, counted apart: on this CPU too, it takes the edge's records.
+            pids[f"{name} child"] = load.role_pids(server.pid, "delivery")
         for number in range(1, args.rounds + 1):
             summary = load.measure(
                 urls,

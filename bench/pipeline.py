@@ -668,16 +668,17 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         urls = {"logs-on": logs_on.rpc_url("mainnet"), "logs-off": logs_off.rpc_url("mainnet")}
         for url in urls.values():
             loadgen.check_answers(url, (body,))
-        pids = {
-            name: pid
-            for name, pid in (("logs-on", loadgen._pid(logs_on)), ("logs-off", loadgen._pid(logs_off)))
-            if pid is not None
+        pids: dict[str, loadgen.Pids] = {
+            "logs-on": loadgen.role_pids(loadgen._pid(logs_on), "edge-worker"),
+            "logs-off": loadgen.role_pids(loadgen._pid(logs_off), "edge-worker"),
+            # The delivery process: started only with logs on.
+            "logs-on child": loadgen.role_pids(loadgen._pid(logs_on), "delivery"),
         }
-        for child in loadgen.child_pids(pids.get("logs-on")):  # the delivery process: started only with logs on
-            pids[f"logs-on child {child}"] = child
         if args.children_apart:
-            for child in loadgen.child_pids(pids.get("logs-on")) + loadgen.child_pids(pids.get("logs-off")):
-                os.sched_setaffinity(child, other_cpus)
+            for server in (logs_on, logs_off):
+                for role in ("delivery", "api"):
+                    for child in loadgen.role_pids(loadgen._pid(server), role):
+                        os.sched_setaffinity(child, other_cpus)
         by_concurrency: dict[str, Any] = {}
         for concurrency in args.concurrency:
             summaries = loadgen.measure(

@@ -7,6 +7,7 @@ process keeps open."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import sys
@@ -43,39 +44,39 @@ def _with_dev_chain(settings: Settings, chain: ChainProcess | None) -> Settings:
 
 
 def _settings_file(settings: Settings, edge_settings: Settings) -> Path:
+    """The resolved settings for the children, readable by this user only (they may name a database password)."""
     run_dir = settings.data_dir / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "resolved-settings.json"
-    path.write_text(edge_settings.model_dump_json(), encoding="utf-8")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # a file left by an older release may have been readable by others
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(edge_settings.model_dump_json())
     return path
 
 
-def _child_command(command: str, settings_file: Path, database_url: str, *arguments: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "edgeplane",
-        command,
-        "--settings-file",
-        str(settings_file),
-        "--database-url",
-        database_url,
-        *arguments,
-    ]
+def _child_command(command: str, settings_file: Path, *arguments: str) -> list[str]:
+    return [sys.executable, "-m", "edgeplane", command, "--settings-file", str(settings_file), *arguments]
+
+
+def _child_environment(database_url: str) -> dict[str, str]:
+    """The children's environment: the database URL goes there, not on their command lines, which every local user
+    can read (``/proc/<pid>/cmdline``), since it may hold a password."""
+    return {**os.environ, "EDGEPLANE_DATABASE_URL": database_url}
 
 
 def _delivery(settings: Settings, settings_file: Path, database_url: str) -> ChildProcess:
     """The Logpush delivery process."""
-    command = _child_command("delivery", settings_file, database_url, "--workers", str(settings.edge_worker_count))
-    return ChildProcess("delivery", lambda _first: command)
+    command = _child_command("delivery", settings_file, "--workers", str(settings.edge_worker_count))
+    return ChildProcess("delivery", lambda _first: command, env=_child_environment(database_url))
 
 
-def _listening_child(name: str, command: list[str], sock: socket.socket) -> ChildProcess:
+def _listening_child(name: str, command: list[str], sock: socket.socket, database_url: str) -> ChildProcess:
     """A child serving ``sock``, which it inherits as ``--fd``; this process keeps its copy open, so that connections
     made while the child restarts wait for it rather than being refused."""
     sock.set_inheritable(True)
     arguments = [*command, "--fd", str(sock.fileno())]
-    return ChildProcess(name, lambda _first: arguments, pass_fds=(sock.fileno(),))
+    return ChildProcess(name, lambda _first: arguments, pass_fds=(sock.fileno(),), env=_child_environment(database_url))
 
 
 def _edge_workers(settings_file: Path, worker_sockets: list[socket.socket], database_url: str) -> list[ChildProcess]:
@@ -84,8 +85,9 @@ def _edge_workers(settings_file: Path, worker_sockets: list[socket.socket], data
     return [
         _listening_child(
             f"edge-worker-{index}",
-            _child_command("edge-worker", settings_file, database_url, "--worker", str(index)),
+            _child_command("edge-worker", settings_file, "--worker", str(index)),
             sock,
+            database_url,
         )
         for index, sock in enumerate(worker_sockets)
     ]
@@ -93,7 +95,7 @@ def _edge_workers(settings_file: Path, worker_sockets: list[socket.socket], data
 
 def _api(settings_file: Path, api_socket: socket.socket, database_url: str) -> ChildProcess:
     """The API process (``edgeplane.api.process``)."""
-    return _listening_child("api", _child_command("api", settings_file, database_url), api_socket)
+    return _listening_child("api", _child_command("api", settings_file), api_socket, database_url)
 
 
 async def _stop_all(children: list[ChildProcess]) -> None:

@@ -123,7 +123,9 @@ def _share_metrics_between_processes(settings: Any) -> None:
 def edge_worker(
     fd: Annotated[int, typer.Option("--fd", help="The inherited edge socket.")],
     settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
-    database_url: Annotated[str, typer.Option("--database-url", help="The configuration database.")],
+    database_url: Annotated[
+        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help="The configuration database.")
+    ],
     worker: Annotated[int, typer.Option("--worker", help="This worker's number (its log partition).")] = 1,
 ) -> None:
     """An edge worker process, started by `edgeplane serve` (not for direct use)."""
@@ -149,7 +151,9 @@ def edge_worker(
 def api(
     fd: Annotated[int, typer.Option("--fd", help="The inherited API socket.")],
     settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
-    database_url: Annotated[str, typer.Option("--database-url", help="The configuration database.")],
+    database_url: Annotated[
+        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help="The configuration database.")
+    ],
 ) -> None:
     """The API process, started by `edgeplane serve` (not for direct use)."""
     import socket
@@ -173,7 +177,9 @@ def api(
 @app.command("delivery", hidden=True)
 def delivery(
     settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
-    database_url: Annotated[str, typer.Option("--database-url", help="The configuration database.")],
+    database_url: Annotated[
+        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help="The configuration database.")
+    ],
     workers: Annotated[int, typer.Option("--workers", help="How many edge workers write log partitions.")],
 ) -> None:
     """The Logpush delivery process, started by `edgeplane serve` (not for direct use)."""

@@ -77,7 +77,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     request, and lets a request head grow without limit):
 
     - past ``max_connections`` open connections, a new one is answered 503 and closed at once, so that idle clients
-      cannot take the file descriptors the process shares with the edge;
+      cannot take every file descriptor the process may open;
     - a connection with no request in progress is closed after ``idle_timeout_seconds`` (from its opening, and from
       the end of each answer);
     - a request's line, headers and body must all arrive within ``request_timeout_seconds`` of its first byte,
@@ -177,7 +177,7 @@ def asgi_server(app: Any, *, limits: ApiSettings | None = None) -> AsgiServer:
         open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         if open_files != resource.RLIM_INFINITY and limits.max_connections > open_files // 2:
             log.warning(
-                "api.max_connections is more than half the open-file limit, which the edge shares",
+                "api.max_connections is more than half the open-file limit",
                 max_connections=limits.max_connections,
                 open_file_limit=open_files,
             )

@@ -1,6 +1,6 @@
-"""Prometheus metrics of the service, defined once and exposed at ``GET /metrics`` on the API listener. With several
-edge worker processes they are shared through prometheus_client's multiprocess directory
-(``PROMETHEUS_MULTIPROC_DIR``), and ``/metrics`` adds up every process's values."""
+"""Prometheus metrics of the service, defined once and exposed at ``GET /metrics`` on the API listener. The edge
+workers and the API are separate processes under ``edgeplane serve``, so the values are shared through
+prometheus_client's multiprocess directory (``PROMETHEUS_MULTIPROC_DIR``), and ``/metrics`` adds up every process's."""
 
 from __future__ import annotations
 

@@ -169,3 +169,18 @@ def test_metrics_of_a_single_edge_worker_reach_the_api_process(anvil: AnvilNode,
             assert time.monotonic() < deadline, metrics[-2000:]
             time.sleep(0.1)
         assert 'edgeplane_upstream_healthy{network="mainnet"' in metrics
+
+
+def test_no_child_shows_the_database_url_or_settings_to_other_users(service: EdgeplaneProcess) -> None:
+    """The database URL may hold a password: children get it in their environment (readable by the service's user
+    only), never on their command lines (readable by every local user), and the settings file is the user's alone."""
+    children = [pid for role in ("api", "edge-worker", "delivery") for pid in service.child_pids(role)]
+    assert len(children) >= 3
+    database_file = str(service.data_dir / "edgeplane.db")
+    for pid in children:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        assert "--database-url" not in command_line
+        assert database_file not in command_line
+        assert database_file.encode() in Path(f"/proc/{pid}/environ").read_bytes()
+    settings_file = service.data_dir / "run" / "resolved-settings.json"
+    assert settings_file.stat().st_mode & 0o777 == 0o600

@@ -134,11 +134,17 @@ class EdgeplaneProcess:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 raise EdgeplaneDidNotStart(f"edgeplane exited with {self._process.returncode}: {self.log()}")
-            if self._healthy(self.edge_url) and self._healthy(self.api_url):
+            if self._healthy(self.api_url) and self._edge_workers_ready():
                 return self
             time.sleep(0.05)
         self.stop()
         raise EdgeplaneDidNotStart(f"edgeplane did not answer /healthz within {timeout}s: {self.log()}")
+
+    def _edge_workers_ready(self) -> bool:
+        """Whether every edge worker answers. The kernel spreads connections over the workers' sockets by their
+        source port, and a connection to a worker that is still starting waits in its socket's backlog (here: times
+        out), so sixteen fresh connections that all answer reach every worker of a few all but surely."""
+        return all(self._healthy(self.edge_url) for _ in range(16))
 
     @staticmethod
     def _healthy(url: str) -> bool:

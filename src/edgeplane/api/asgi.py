@@ -37,7 +37,8 @@ async def healthz(request: Request) -> Response:
 
 
 async def prometheus_metrics(request: Request) -> Response:
-    """All metrics in the Prometheus text format: of every edge worker process when there are several."""
+    """All metrics in the Prometheus text format: of every edge worker process (shared through the
+    multiprocess directory under ``edgeplane serve``; this process's own otherwise)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
