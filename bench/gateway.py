@@ -498,6 +498,12 @@ def role_pids(pid: int | None, role: str) -> tuple[int, ...]:
     return tuple(found)
 
 
+def edge_pids(pid: int | None) -> tuple[int, ...]:
+    """The processes that serve the edge of ``edgeplane serve`` (``pid``): its ``edge-worker`` children, or ``pid``
+    itself when it has none (releases before serve only supervised ran the first edge worker in serve itself)."""
+    return role_pids(pid, "edge-worker") or ((pid,) if pid is not None else ())
+
+
 def child_pids(pid: int | None) -> list[int]:
     """The processes ``pid`` started (an edgeplane process's delivery process and development chain)."""
     try:
@@ -703,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
         bodies = request_mix(node, chain)
         for url in urls.values():
             check_answers(url, bodies)
-        pids: dict[str, Pids] = {"gateway": role_pids(_pid(edge), "edge-worker")}
+        pids: dict[str, Pids] = {"gateway": edge_pids(_pid(edge))}
         anvil = _pid(node)
         if anvil is not None:
             pids["anvil"] = anvil

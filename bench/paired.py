@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(3)  # past start-up: the delivery process and the chain finish importing
         pids: dict[str, load.Pids] = {}
         for name, server in servers.items():
-            pids[name] = load.role_pids(server.pid, "edge-worker")
+            pids[name] = load.edge_pids(server.pid)
             # The delivery process, counted apart: on this CPU too, it takes the edge's records.
             pids[f"{name} child"] = load.role_pids(server.pid, "delivery")
         for number in range(1, args.rounds + 1):

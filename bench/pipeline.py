@@ -669,8 +669,8 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         for url in urls.values():
             loadgen.check_answers(url, (body,))
         pids: dict[str, loadgen.Pids] = {
-            "logs-on": loadgen.role_pids(loadgen._pid(logs_on), "edge-worker"),
-            "logs-off": loadgen.role_pids(loadgen._pid(logs_off), "edge-worker"),
+            "logs-on": loadgen.edge_pids(loadgen._pid(logs_on)),
+            "logs-off": loadgen.edge_pids(loadgen._pid(logs_off)),
             # The delivery process: started only with logs on.
             "logs-on child": loadgen.role_pids(loadgen._pid(logs_on), "delivery"),
         }

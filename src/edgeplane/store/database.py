@@ -9,8 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -52,6 +50,10 @@ def open_engine(url: str) -> Engine:
 
 def migrate(engine: Engine) -> None:
     """Brings the schema to the latest migration."""
+    # Imported here: only the supervisor migrates, and alembic is a third of what a child process would import.
+    from alembic import command
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
