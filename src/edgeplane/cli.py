@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from edgeplane import __version__
+
+if TYPE_CHECKING:
+    from edgeplane.config import Settings
 
 app = typer.Typer(
     name="edgeplane",
@@ -119,32 +122,42 @@ def _share_metrics_between_processes(settings: Any) -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
 
 
+def _child_settings(settings_file: Path) -> Settings:
+    """In a child of ``edgeplane serve``: asks to die with the parent, reads the resolved settings and configures
+    logging from them; returns the settings."""
+    from edgeplane.child_process import die_with_parent
+
+    die_with_parent()
+    from edgeplane.config import Settings as ResolvedSettings
+    from edgeplane.structured_logging import configure_logging
+
+    settings = ResolvedSettings.model_validate_json(settings_file.read_text(encoding="utf-8"))
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    return settings
+
+
+_DATABASE_URL_HELP = "The configuration database."
+
+
 @app.command("edge-worker", hidden=True)
 def edge_worker(
     fd: Annotated[int, typer.Option("--fd", help="The inherited edge socket.")],
     settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
     database_url: Annotated[
-        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help="The configuration database.")
+        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help=_DATABASE_URL_HELP)
     ],
     worker: Annotated[int, typer.Option("--worker", help="This worker's number (its log partition).")] = 1,
 ) -> None:
     """An edge worker process, started by `edgeplane serve` (not for direct use)."""
     import socket
 
-    from edgeplane.child_process import die_with_parent
-
-    die_with_parent()
+    settings = _child_settings(settings_file)
     import uvloop
 
-    from edgeplane.config import Settings
     from edgeplane.edge.runtime import run_edge_worker
-    from edgeplane.structured_logging import configure_logging
 
-    settings = Settings.model_validate_json(settings_file.read_text(encoding="utf-8"))
-    configure_logging(level=settings.log_level, fmt=settings.log_format)
-    listener = socket.socket(fileno=fd)
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run_edge_worker(settings, listener, database_url, worker=worker))
+        uvloop.run(run_edge_worker(settings, socket.socket(fileno=fd), database_url, worker=worker))
 
 
 @app.command("api", hidden=True)
@@ -152,48 +165,35 @@ def api(
     fd: Annotated[int, typer.Option("--fd", help="The inherited API socket.")],
     settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
     database_url: Annotated[
-        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help="The configuration database.")
+        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help=_DATABASE_URL_HELP)
     ],
 ) -> None:
     """The API process, started by `edgeplane serve` (not for direct use)."""
     import socket
 
-    from edgeplane.child_process import die_with_parent
-
-    die_with_parent()
+    settings = _child_settings(settings_file)
     import uvloop
 
     from edgeplane.api.process import run_api
-    from edgeplane.config import Settings
-    from edgeplane.structured_logging import configure_logging
 
-    settings = Settings.model_validate_json(settings_file.read_text(encoding="utf-8"))
-    configure_logging(level=settings.log_level, fmt=settings.log_format)
-    listener = socket.socket(fileno=fd)
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run_api(settings, listener, database_url))
+        uvloop.run(run_api(settings, socket.socket(fileno=fd), database_url))
 
 
 @app.command("delivery", hidden=True)
 def delivery(
     settings_file: Annotated[Path, typer.Option("--settings-file", help="The resolved settings, as JSON.")],
     database_url: Annotated[
-        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help="The configuration database.")
+        str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help=_DATABASE_URL_HELP)
     ],
     workers: Annotated[int, typer.Option("--workers", help="How many edge workers write log partitions.")],
 ) -> None:
     """The Logpush delivery process, started by `edgeplane serve` (not for direct use)."""
+    settings = _child_settings(settings_file)
     import uvloop
 
-    from edgeplane.child_process import die_with_parent
-
-    die_with_parent()
-    from edgeplane.config import Settings
     from edgeplane.logs.delivery_process import run_delivery
-    from edgeplane.structured_logging import configure_logging
 
-    settings = Settings.model_validate_json(settings_file.read_text(encoding="utf-8"))
-    configure_logging(level=settings.log_level, fmt=settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):
         uvloop.run(run_delivery(settings, database_url, workers=workers))
 
