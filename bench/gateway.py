@@ -499,9 +499,13 @@ def role_pids(pid: int | None, role: str) -> tuple[int, ...]:
 
 
 def edge_pids(pid: int | None) -> tuple[int, ...]:
-    """The processes that serve the edge of ``edgeplane serve`` (``pid``): its ``edge-worker`` children, or ``pid``
-    itself when it has none (releases before serve only supervised ran the first edge worker in serve itself)."""
-    return role_pids(pid, "edge-worker") or ((pid,) if pid is not None else ())
+    """The processes that serve the edge of ``edgeplane serve`` (``pid``): its ``edge-worker`` children, and ``pid``
+    itself when it has no ``api`` child (releases before serve only supervised ran the first edge worker, and the
+    API, in serve itself)."""
+    if pid is None:
+        return ()
+    workers = role_pids(pid, "edge-worker")
+    return workers if role_pids(pid, "api") else (pid, *workers)
 
 
 def child_pids(pid: int | None) -> list[int]:

@@ -1,6 +1,6 @@
 """Two versions of edgeplane compared under the same load at the same time: CPU per request, paired.
 
-Starts anvil and two ``edgeplane serve --edge-workers 1`` processes, A and B, each running the source tree given
+Starts anvil and two ``edgeplane serve --edge-workers 1`` processes (``--edge-workers`` for more), A and B, each running the source tree given
 (``--a``/``--b``, a ``src`` directory put first on ``PYTHONPATH``) and each with an optional ``edgeplane.toml``
 (``--config-a``/``--config-b``). Both edgeplane processes are pinned to the last CPU, anvil and the load generator to
 the others, and every round loads A and B at once (``bench/gateway.measure(together=True)``) with a mix of
@@ -38,6 +38,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=4, help="load rounds (default 4)")
     parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per round (default 3)")
     parser.add_argument("--concurrency", type=int, default=16, help="connections per side (default 16)")
+    parser.add_argument(
+        "--edge-workers", type=int, default=1, help="edge worker processes per side (default 1; all on the same CPU)"
+    )
     args = parser.parse_args(argv)
     for tree in (args.a, args.b):
         if not (tree / "edgeplane").is_dir():
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 data.mkdir()
                 (data / "edgeplane.toml").write_text(config)
             os.environ["PYTHONPATH"] = str(tree.resolve())
-            extra = ("--log-level", "warning", "--edge-workers", "1")
+            extra = ("--log-level", "warning", "--edge-workers", str(args.edge_workers))
             servers[name] = stack.enter_context(
                 EdgeplaneProcess(data, upstreams=(f"mainnet={node.url}",), extra_args=extra)
             )
