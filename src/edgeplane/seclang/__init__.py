@@ -1,0 +1,8 @@
+"""A SecLang engine: load ModSecurity rule files (the OWASP Core Rule Set) and evaluate them on HTTP requests.
+
+The package is built in named stages, as Coraza lays out its engine: ``rule_files`` reads SecLang into a typed
+model, ``transformations``, ``operators`` and ``actions`` give the pieces of a rule their meaning, ``variables``
+(with ``request_body``) exposes a request as ModSecurity's collections, and ``engine`` compiles the model and
+evaluates a request with ModSecurity v3's semantics for phases 1 and 2. ``errors`` holds the one exception
+hierarchy.
+"""
