@@ -36,7 +36,7 @@ from edgeplane.waf.firewall import compile_firewall
 from tests.support.anvil import free_port
 from tests.support.edgeplane import EdgeplaneProcess
 from tests.support.journalled_store import JournalledStore
-from tests.support.routing import answer_through
+from tests.support.routing import answer_request, answer_through
 
 COUNTRY_NETWORKS: dict[str, dict[str, Any]] = {
     "127.0.0.0/8": {"country": {"iso_code": "NZ"}},
@@ -364,10 +364,8 @@ async def test_the_request_record_carries_country_and_asn(locator: ClientLocator
         client=("198.51.100.7", 1),
         server=None,
     )
-    refused = router.answer_head(head_only)
-    assert refused is not None
+    refused = await answer_request(router, head_only)  # refused after the zone's firewall has run
     assert refused.status == 405
-    router.answered([(head_only, refused, 100, time.time_ns())])  # as the server does once the refusal is written
     router.request_log.flush()  # type: ignore[union-attr]
     known, unknown, head_refused = store.records["http_requests"]
     assert (known["ClientCountry"], known["ClientASN"]) == ("nz", 64500)

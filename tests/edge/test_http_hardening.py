@@ -3,9 +3,9 @@
 The server is driven sans-IO: bytes go in through its connection protocol's ``data_received``, in any split, and what
 it writes to its transport is read back as responses. Rows are raw requests, as an attacker would send them; the
 router behind the server has a stand-in gateway (it answers 200 and records what reached it) and a firewall that
-blocks any request whose ``http.request.uri.path`` is not ``/v1/mainnet`` or whose ``http.host`` is
-``blocked.example.com``, so a request that reaches the gateway was seen by the firewall as the request that was
-routed.
+blocks any request whose ``http.host`` is ``blocked.example.com`` and logs any whose ``http.request.uri.path`` is
+not ``/v1/mainnet``: a request that reaches the gateway must leave no log match, so it was seen by the firewall as
+the request that was routed. (The firewall sees refused requests too: their refusal comes after it has run.)
 """
 
 from __future__ import annotations
@@ -22,23 +22,21 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import HOST, Answer, EdgeRequest, EdgeResponse, HttpServer
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
 from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
-from edgeplane.waf.firewall import compile_firewall
+from edgeplane.waf.firewall import Verdict, compile_firewall
 from tests.support.journalled_store import JournalledStore
 
 MAX_BODY = 4096
 CALL = b'{"jsonrpc":"2.0","id":7,"method":"eth_blockNumber","params":[]}'
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
 HOSTS = ("rpc.example.com", "blocked.example.com", "127.0.0.1")
-GUARD = {
-    "action": "block",
-    "expression": 'http.request.uri.path ne "/v1/mainnet" or http.host eq "blocked.example.com"',
-    "id": "g" * 32,
-}
+GUARD = {"action": "block", "expression": 'http.host eq "blocked.example.com"', "id": "g" * 32}
+PATH_WATCH = {"action": "log", "expression": 'http.request.uri.path ne "/v1/mainnet"', "id": "p" * 32}
 
 
 # -- a transport, a connection, and what a client reads --------------------------------------------------------------
@@ -182,13 +180,26 @@ class StandInGateway:
         return GatewayResponse(404, json.dumps({"error": {"message": f"unknown network {network!r}"}}).encode())
 
 
+class WatchedRouter(EdgeRouter):
+    """The router, keeping the firewall's verdict of each request it handles."""
+
+    verdicts: list[Verdict]
+
+    def handle(self, request: EdgeRequest) -> EdgeResponse | Awaitable[EdgeResponse]:
+        answer = super().handle(request)
+        assert isinstance(request.context, Exchange)
+        self.verdicts.append(request.context.verdict)
+        return answer
+
+
 def edge_server(request_log: RequestLog | None = None, **limits: int) -> tuple[HttpServer, StandInGateway]:
     gateway = StandInGateway()
     snapshot = ConfigSnapshot(
         web3_hostnames=dict.fromkeys(HOSTS, ZONE),
-        firewalls={ZONE.zone_id: compile_firewall({"http_request_firewall_managed": [GUARD]})},
+        firewalls={ZONE.zone_id: compile_firewall({"http_request_firewall_managed": [PATH_WATCH, GUARD]})},
     )
-    router = EdgeRouter(gateway, SnapshotHolder(snapshot), request_log)  # type: ignore[arg-type]
+    router = WatchedRouter(gateway, SnapshotHolder(snapshot), request_log)  # type: ignore[arg-type]
+    router.verdicts = []
     return HttpServer(router, max_body_bytes=MAX_BODY, **limits), gateway
 
 
@@ -389,8 +400,13 @@ async def test_hostile_requests(raw: bytes, status: int, message: str | None, cl
     if message is not None:
         assert message in response.message()
     assert outcome.closed == closes
-    # Only a request the server and router let through reaches the firewall and then the gateway, for mainnet.
+    # Only a request the server and router let through reaches the gateway, for mainnet, and the firewall saw its
+    # path as /v1/mainnet.
     assert gateway.seen == ([("mainnet", raw[-len(CALL) :])] if status == 200 else [])
+    if status == 200:
+        assert isinstance(server.handler, WatchedRouter)
+        (verdict,) = server.handler.verdicts
+        assert verdict.matches == ()
     if status == 415 and "content encoding" in (message or ""):
         assert response.headers["accept-encoding"] == "identity"
 

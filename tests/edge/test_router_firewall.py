@@ -14,7 +14,7 @@ from edgeplane.gateway.service import GatewayResponse
 from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
 from tests.support.journalled_store import JournalledStore
-from tests.support.routing import answer_through
+from tests.support.routing import answer_request, answer_through
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
 HOST = "rpc.example.com"
@@ -137,3 +137,73 @@ async def test_a_custom_response() -> None:
     edge, _, _ = router([rule])
     response = await answer_through(edge, edge_request(BENIGN))
     assert (response.status, response.body, response.content_type) == (418, b"no", b"text/plain")
+
+
+def any_request(method: str, path: str, *, host: str = HOST, query: bytes = b"", body: bytes = b"") -> EdgeRequest:
+    return EdgeRequest(
+        method=method,
+        path=path,
+        raw_path=path,
+        query_string=query,
+        headers=[(b"host", host.encode()), (b"user-agent", b"Mozilla/5.0")],
+        http_version="1.1",
+        client=("198.51.100.4", 40000),
+        server=("127.0.0.1", 8080),
+        content_length=len(body),
+        body=body,
+    )
+
+
+PROBE_RULE = {"action": "log", "expression": 'starts_with(http.request.uri.path, "/wp-")', "id": "p" * 32}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("GET", "/wp-admin/", 404), ("POST", "/wp-login.php", 404), ("GET", "/wp-json", 404)],
+)
+async def test_the_firewall_sees_requests_the_router_refuses(method: str, path: str, status: int) -> None:
+    edge, gateway, store = router([PROBE_RULE])
+    response = await answer_request(edge, any_request(method, path))
+    assert response.status == status
+    assert gateway.seen == []
+    edge.request_log.flush()  # type: ignore[union-attr]
+    (event,) = store.records["firewall_events"]
+    assert event["RuleID"] == "p" * 32
+    assert event["ClientRequestPath"] == path
+    (record,) = store.records["http_requests"]
+    assert record["EdgeResponseStatus"] == status
+    assert record["SecurityActions"] == ["log"]
+
+
+async def test_a_refused_request_that_the_firewall_blocks_gets_the_block() -> None:
+    edge, gateway, _ = router(deploy_managed_rulesets())
+    attack = any_request("GET", "/v1/mainnet", query=b"q=1'%20UNION%20SELECT%20password%20FROM%20users--")
+    response = await answer_request(edge, attack)
+    assert response.status == 403
+    assert orjson.loads(response.body)["error"]["code"] == -32003
+    assert gateway.seen == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("GET", "/v1/mainnet", 405), ("GET", "/", 404), ("PUT", "/v1/mainnet", 405)],
+)
+async def test_a_benign_refused_request_keeps_its_refusal_and_ray_id(method: str, path: str, status: int) -> None:
+    edge, gateway, store = router(deploy_managed_rulesets())
+    response = await answer_request(edge, any_request(method, path))
+    assert response.status == status
+    assert gateway.seen == []
+    edge.request_log.flush()  # type: ignore[union-attr]
+    (record,) = store.records["http_requests"]
+    assert dict(response.headers)[b"cf-ray"].decode()[:16] == record["RayID"]
+    assert "firewall_events" not in store.records
+
+
+async def test_a_host_without_a_zone_is_refused_from_the_head() -> None:
+    edge, _, store = router([PROBE_RULE])
+    request = any_request("GET", "/wp-admin/", host="unknown.example")
+    assert edge.answer_head(request) is not None
+    response = await answer_request(edge, any_request("GET", "/wp-admin/", host="unknown.example"))
+    assert response.status == 404
+    edge.request_log.flush()  # type: ignore[union-attr]
+    assert "firewall_events" not in store.records

@@ -16,3 +16,13 @@ async def answer_through(router: EdgeRouter, request: EdgeRequest) -> EdgeRespon
         [(request, response, len(encode_response(response, keep_alive=True, http_10=False)), time.time_ns())]
     )
     return response
+
+
+async def answer_request(router: EdgeRouter, request: EdgeRequest) -> EdgeResponse:
+    """What ``HttpServer`` does with a whole request: the router's answer from the head when it has one, else
+    ``answer_through``."""
+    early = router.answer_head(request)
+    if early is None:
+        return await answer_through(router, request)
+    router.answered([(request, early, len(encode_response(early, keep_alive=True, http_10=False)), time.time_ns())])
+    return early

@@ -7,6 +7,7 @@ import itertools
 import os
 from typing import Final
 
+from edgeplane.edge.http_server import EdgeResponse
 from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.firewall import ALLOWED, Verdict
 
@@ -37,6 +38,7 @@ class Exchange:
         "origin_duration_ms",
         "origin_status",
         "ray_id",
+        "refusal",
         "started_ns",
         "verdict",
         "zone",
@@ -52,4 +54,5 @@ class Exchange:
         self.verdict: Verdict = ALLOWED
         self.origin_status: int | None = None  # None: the request never reached an upstream
         self.origin_duration_ms: int | None = None
+        self.refusal: EdgeResponse | None = None  # decided from the head, answered after the firewall has run
         self.cache_status = "unknown"  # the gateway's response cache: hit, miss, bypass, dynamic; unknown if not asked

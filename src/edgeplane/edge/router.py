@@ -5,20 +5,23 @@ well-formed (400) and a web3 hostname (404), the network must exist (404), the m
 ``Allow: POST``), the content type JSON (415), the body not coded (415 for a Content-Encoding other than ``identity``,
 with ``Accept-Encoding: identity``), and the body within the server's ``max_body_bytes`` (413, answered by
 ``HttpServer`` itself once the checks here have passed, before the body is read). Each answer is a JSON-RPC error
-object with ``id: null``. All of them are decided from the request head, so a refused request's body is never
-buffered; only a request that passes reaches the gateway, with its body.
+object with ``id: null``. All of them are decided from the request head; only a request that passes reaches the
+gateway, with its body.
 
 Paths are routed as sent, percent-encoding and all: ``/v1/mainnet`` is mainnet, and ``/v1/mainnet/``,
 ``/v1/mainnet%2f``, ``/v1/%6dainnet`` or ``/v1/./mainnet`` are networks of those names, which do not exist (404). So
 each network has one spelling, and the firewall's ``http.request.uri.path`` (the path as sent) is the path that was
 routed: a rule written for ``/v1/mainnet`` sees every request that reaches mainnet.
 
-The zone's firewall (``edgeplane.waf.firewall``) runs on a request that passed those checks, once its body is read
-and before the gateway sees it: a request refused on its head is not evaluated (it never reaches the gateway). A
-blocked request is answered with the rule's custom response, or 403 and a JSON-RPC error object (code -32003, the
-request's ``id`` when the body is a JSON-RPC request, else null) whose ``data`` holds the ray id. The verdict goes
-into the request's log records: the ``Security*`` fields of ``http_requests`` and one ``firewall_events`` record per
-match.
+The zone's firewall (``edgeplane.waf.firewall``) sees every request of the zone, whatever its path or method, as the
+hosted product's does: a scanner probing ``/wp-admin`` is a security event. For a zone with a firewall, a refusal
+decided from the head (404, 405, 415) waits until the body is read (within ``max_body_bytes``; a larger one is
+answered 413 by ``HttpServer`` and not evaluated) and the firewall has run; a request it blocks gets the block,
+the others their refusal. Requests for hosts that are no web3 hostname, or with a malformed Host, have no zone and
+are refused at once. A blocked request is answered with the rule's custom response, or 403 and a JSON-RPC error
+object (code -32003, the request's ``id`` when the body is a JSON-RPC request, else null) whose ``data`` holds the
+ray id. The verdict goes into the request's log records: the ``Security*`` fields of ``http_requests`` and one
+``firewall_events`` record per match.
 
 The client's country and ASN (``edgeplane.edge.client_location``) are found once per request, for the firewall's
 ``ip.src.country`` / ``ip.src.asnum`` and the log records' ``ClientCountry`` / ``ClientASN``.
@@ -90,6 +93,10 @@ class EdgeRouter:
         response = self._refusal(request)
         if response is None:
             return None
+        exchange = self._exchange(request)
+        if exchange.zone is not None and self.snapshots.current.firewall(exchange.zone.zone_id) is not None:
+            exchange.refusal = response  # answered by ``handle`` once the firewall has run
+            return None
         exchange = self._start(request, time.time_ns())
         return _with_ray(response, exchange.ray_id)
 
@@ -130,8 +137,8 @@ class EdgeRouter:
         return None
 
     def handle(self, request: EdgeRequest) -> EdgeResponse | Awaitable[EdgeResponse]:
-        """The answer to a request ``answer_head`` let through: the firewall's refusal, or the gateway's answer (at
-        once when the gateway has it at hand)."""
+        """The answer to a request ``answer_head`` let through: the firewall's refusal, the refusal ``answer_head``
+        left for after the firewall, or the gateway's answer (at once when the gateway has it at hand)."""
         exchange = self._start(request, time.time_ns())
         zone = exchange.zone
         firewall = self.snapshots.current.firewall(zone.zone_id) if zone is not None else None
@@ -139,6 +146,8 @@ class EdgeRouter:
             verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange))
             if verdict.blocked:
                 return _refusal(request, verdict, exchange.ray_id)
+        if exchange.refusal is not None:
+            return _with_ray(exchange.refusal, exchange.ray_id)
         answer = self.gateway.respond(request.raw_path[4:], request.body)
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
