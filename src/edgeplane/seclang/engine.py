@@ -1,0 +1,653 @@
+"""The SecLang engine: rules compiled once, then evaluated on requests with ModSecurity v3's semantics.
+
+:func:`compile_rules` turns directives (from :mod:`edgeplane.seclang.rule_files`) into a :class:`RuleEngine`: each
+rule's targets resolved to collection lookups, its transformation pipeline to a tuple of functions, its operator
+compiled once (or, when its argument holds a macro, compiled per distinct expansion and cached), its actions read
+(:mod:`edgeplane.seclang.actions`), and the rules split into one program per phase with the ``SecMarker`` s that
+``skipAfter`` resumes after. :meth:`RuleEngine.evaluate` runs phase 1 then phase 2 on one request and returns an
+:class:`Evaluation`: the rules that fired and logged, the final TX collection and the anomaly scores.
+
+Semantics follow libmodsecurity 3.0.9 (what CRS 3.3.4 is tested against):
+
+- a rule evaluates every value of every target (after ``!`` exclusions and ``ctl`` target removals), each through
+  the transformation pipeline (``multiMatch``: the operator also runs on the value before and after each step);
+- on each matching value: captures go to ``TX:0``-``TX:9`` (with ``capture``), ``MATCHED_VAR(S)(_NAME(S))`` are
+  updated and the link's ``setvar`` s run (so a rule matching two arguments adds its score twice, as v3 does);
+- a chain matches when every link matches; then each link's ``ctl`` run, the starter's flow actions
+  (``skipAfter``, ``skip``) apply, and the starter is logged unless ``nolog`` (``log`` is the default, as in CRS's
+  ``SecDefaultAction``);
+- ``block`` means the default disruptive action, ``pass`` in CRS's anomaly scoring mode; ``deny``/``drop`` stop
+  the evaluation only when the engine mode is ``On`` (CRS's regression suite runs ``DetectionOnly``);
+- in phase 1 the body is not read yet: ``ARGS`` / ``ARGS_NAMES`` hold the query's arguments only and body
+  collections are empty; ``IP``/``GLOBAL``/``SESSION``/``USER``/``RESOURCE`` start empty for each request (nothing
+  persists between requests, so CRS's DoS rules never fire).
+
+The request body processor is chosen from the Content-Type by :class:`~edgeplane.seclang.variables.RequestVariables`
+the way modsecurity.conf-recommended's rules 200000/200001 do (XML, JSON), so those rules are not needed here; a
+body that fails to parse sets ``REQBODY_ERROR`` (rule 200002 of that file is not loaded: CRS's regression suite
+expects no id of it). Operators that need a GeoIP database or DNS (``@geoLookup``, ``@rbl``) never match: CRS gates
+them behind settings that are off by default.
+
+Written by hand: no Python library evaluates SecLang; libmodsecurity is C++ and Coraza is Go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import re2
+
+from edgeplane.seclang.actions import Control, Macro, RuleActions, compile_actions
+from edgeplane.seclang.errors import OperatorArgumentError, RuleFileError, UnsupportedOperator
+from edgeplane.seclang.operators import Captures, Operator, compile_operator
+from edgeplane.seclang.request import HttpRequest
+from edgeplane.seclang.rule_files import Directive, SecMarker, SecRule, Target, load_rule_files
+from edgeplane.seclang.transformations import transformation
+from edgeplane.seclang.variables import RequestVariables
+
+__all__ = [
+    "Evaluation",
+    "RuleEngine",
+    "RuleMatch",
+    "compile_rules",
+    "load_crs",
+]
+
+EngineMode = Literal["On", "DetectionOnly", "Off"]
+
+# Operators whose data this engine cannot reach at request time (a GeoIP database, DNS blocklists).
+NEVER_MATCHING_OPERATORS = frozenset({"geolookup", "rbl"})
+_PER_REQUEST_COLLECTIONS = ("TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE")
+_MATCHED = frozenset({"MATCHED_VAR", "MATCHED_VAR_NAME", "MATCHED_VARS", "MATCHED_VARS_NAMES"})
+# Collections that come from the body, empty until phase 2; ARGS and ARGS_NAMES fall back to the query's.
+_BODY_COLLECTIONS = frozenset(
+    {
+        "ARGS_POST",
+        "ARGS_POST_NAMES",
+        "REQUEST_BODY",
+        "FILES",
+        "FILES_NAMES",
+        "FILES_SIZES",
+        "FILES_COMBINED_SIZE",
+        "FILES_TMPNAMES",
+        "FILES_TMP_CONTENT",
+        "MULTIPART_PART_HEADERS",
+        "MULTIPART_FILENAME",
+        "MULTIPART_NAME",
+        "MULTIPART_STRICT_ERROR",
+        "MULTIPART_UNMATCHED_BOUNDARY",
+        "REQBODY_ERROR",
+        "REQBODY_ERROR_MSG",
+        "XML",
+    }
+)
+_PHASE1_FALLBACK = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
+
+
+@dataclass(frozen=True, slots=True)
+class RuleMatch:
+    """A rule that fired and logged: its id, its expanded ``msg`` and ``logdata``, ``severity``, ``tags``, and the
+    variable that matched last (``ARGS:foo``) with its value after transformation."""
+
+    rule_id: int
+    msg: str
+    logdata: str
+    severity: str | None
+    tags: tuple[str, ...]
+    matched_var_name: str
+    matched_var: bytes
+    disruptive: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The outcome of one request: rules that fired and logged in order, the final TX collection (lower-case
+    names) and, when the engine mode is ``On``, the id of the rule whose ``deny``/``drop`` stopped evaluation."""
+
+    matches: tuple[RuleMatch, ...]
+    tx: Mapping[str, bytes]
+    interrupted_by: int | None = None
+
+    @property
+    def fired_ids(self) -> frozenset[int]:
+        """The ids of the rules that fired and logged."""
+        return frozenset(match.rule_id for match in self.matches)
+
+    def tx_integer(self, name: str) -> int:
+        """A TX variable read as an integer (0 when absent or not a number)."""
+        try:
+            return int(self.tx.get(name.lower(), b"0"))
+        except ValueError:
+            return 0
+
+    @property
+    def anomaly_score(self) -> int:
+        """CRS's inbound anomaly score (``tx.anomaly_score``)."""
+        return self.tx_integer("anomaly_score")
+
+    @property
+    def anomaly_scores(self) -> dict[str, int]:
+        """Every TX variable whose name ends in ``_score`` or holds ``anomaly_score``, as integers."""
+        return {
+            name: self.tx_integer(name)
+            for name in self.tx
+            if name.endswith("_score") or "anomaly_score" in name or name.endswith("_score_pl")
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Selector:
+    """A key selector of a target: a literal (compared case-insensitively) or a regex (searched, case-insensitive)."""
+
+    literal: bytes | None
+    regex: object | None
+    text: str
+
+    def matches(self, key: bytes) -> bool:
+        if self.literal is not None:
+            return key.lower() == self.literal
+        return bool(self.regex.search(key))  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    collection: str
+    selector: _Selector | None
+    counted: bool
+    text: str
+
+
+@dataclass(slots=True)
+class _Rule:
+    """One compiled link of a chain."""
+
+    rule_id: int | None
+    source: str
+    targets: tuple[_Target, ...]
+    exclusions: tuple[tuple[str, _Selector | None], ...]
+    pipeline: tuple[Callable[[bytes], bytes], ...]
+    pipeline_key: tuple[str, ...]
+    operator: Operator | None
+    operator_name: str
+    operator_macro: Macro | None
+    negated: bool
+    actions: RuleActions
+    chained: _Rule | None
+    # Of the chain starter, shared by its links (ctl by id/tag, logging):
+    tags: tuple[str, ...] = ()
+    unconditional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    name: str
+
+
+_Program = tuple[_Rule | _Marker, ...]
+
+
+class RuleEngine:
+    """Compiled rules, ready to evaluate requests. Immutable after :func:`compile_rules`; safe to share."""
+
+    def __init__(self, phases: Mapping[int, _Program], data_dir: Path) -> None:
+        self._phases = dict(phases)
+        self._data_dir = data_dir
+        self._dynamic_operators: dict[tuple[str, str], Operator] = {}
+
+    @property
+    def rule_ids(self) -> frozenset[int]:
+        """The ids of every rule of phases 1 and 2."""
+        return frozenset(
+            item.rule_id
+            for program in self._phases.values()
+            for item in program
+            if isinstance(item, _Rule) and item.rule_id is not None
+        )
+
+    def evaluate(
+        self,
+        request: HttpRequest,
+        *,
+        tx: Mapping[str, str | bytes] | None = None,
+        mode: EngineMode = "On",
+        body_limit: int = 131072,
+    ) -> Evaluation:
+        """Evaluate phases 1 and 2 on ``request``. ``tx`` seeds the TX collection before any rule runs, as
+        crs-setup.conf's ``SecAction`` s do (``paranoia_level``, thresholds, ``crs_setup_version``...). ``mode`` is
+        SecRuleEngine: ``DetectionOnly`` never stops at a ``deny``; ``Off`` evaluates nothing. Never raises for a
+        request's content."""
+        transaction = _Transaction(self, RequestVariables(request, body_limit=body_limit), mode)
+        for name, value in (tx or {}).items():
+            transaction.collections["TX"][name.lower()] = value.encode("utf-8") if isinstance(value, str) else value
+        for phase in (1, 2):
+            if transaction.mode == "Off" or transaction.interrupted_by is not None:
+                break
+            transaction.run_phase(phase, self._phases.get(phase, ()))
+        return Evaluation(tuple(transaction.matches), dict(transaction.collections["TX"]), transaction.interrupted_by)
+
+    def operator_for(self, rule: _Rule, argument: bytes) -> Operator:
+        """The operator of a rule whose argument held a macro, compiled for this expansion (cached)."""
+        text = argument.decode("utf-8", "surrogateescape")
+        key = (rule.operator_name, text)
+        operator = self._dynamic_operators.get(key)
+        if operator is None:
+            operator = compile_operator(rule.operator_name, text, data_dir=self._data_dir)
+            if len(self._dynamic_operators) < 4096:  # expansions come from TX, which requests can influence
+                self._dynamic_operators[key] = operator
+        return operator
+
+
+def load_crs(rules_dir: Path) -> RuleEngine:
+    """Compile the request rule files of a CRS installation (``REQUEST-9*.conf`` of ``rules_dir``, in name order;
+    data files are read from the same directory). Raises :class:`RuleFileError` when there are none or one fails
+    to load, and the errors of :func:`compile_rules`."""
+    paths = sorted(rules_dir.glob("REQUEST-9*.conf"))
+    if not paths:
+        raise RuleFileError(f"{rules_dir}: no REQUEST-9*.conf rule files")
+    return compile_rules(load_rule_files(paths), data_dir=rules_dir)
+
+
+def compile_rules(directives: Iterable[Directive], *, data_dir: Path) -> RuleEngine:
+    """Compile directives into an engine: rules of phases 1 and 2 (others are dropped), markers in every phase.
+    Raises :class:`RuleFileError` (bad actions, a rule without id), ``UnknownTransformation``,
+    ``UnsupportedOperator`` and ``OperatorArgumentError``."""
+    programs: dict[int, list[_Rule | _Marker]] = {1: [], 2: []}
+    for directive in directives:
+        if isinstance(directive, SecMarker):
+            for program in programs.values():
+                program.append(_Marker(directive.name))
+            continue
+        rule = _compile_chain(directive, data_dir)
+        phase = rule.actions.phase or 2
+        if phase in programs:
+            programs[phase].append(rule)
+    return RuleEngine({phase: tuple(program) for phase, program in programs.items()}, data_dir)
+
+
+def _compile_chain(rule: SecRule, data_dir: Path) -> _Rule:
+    starter_actions = compile_actions(rule.actions, source=rule.source)
+    if starter_actions.rule_id is None:
+        raise RuleFileError(f"{rule.source}: a rule without id")
+    links: list[SecRule] = []
+    link: SecRule | None = rule
+    while link is not None:
+        links.append(link)
+        link = link.chained_rule
+    compiled: _Rule | None = None
+    for index in range(len(links) - 1, -1, -1):
+        compiled = _compile_link(
+            links[index],
+            starter_actions if index == 0 else compile_actions(links[index].actions, source=links[index].source),
+            compiled,
+            starter_actions,
+            data_dir,
+        )
+    assert compiled is not None
+    return compiled
+
+
+def _compile_link(
+    rule: SecRule, actions: RuleActions, chained: _Rule | None, starter: RuleActions, data_dir: Path
+) -> _Rule:
+    targets = tuple(_compile_target(target, rule.source) for target in rule.targets if not target.excluded)
+    exclusions = tuple(
+        (target.collection, _compile_selector(target, rule.source)) for target in rule.targets if target.excluded
+    )
+    pipeline = tuple(transformation(name) for name in actions.transformations)
+    operator: Operator | None = None
+    operator_macro: Macro | None = None
+    name_lower = rule.operator.lower()
+    if name_lower in NEVER_MATCHING_OPERATORS:
+        operator = _never_matches
+    elif name_lower != "unconditionalmatch":
+        macro = Macro.parse(rule.operator_argument)
+        if macro.is_constant:
+            operator = compile_operator(rule.operator, rule.operator_argument, data_dir=data_dir)
+        else:
+            operator_macro = macro
+    return _Rule(
+        rule_id=starter.rule_id,
+        source=rule.source,
+        targets=targets,
+        exclusions=exclusions,
+        pipeline=pipeline,
+        pipeline_key=tuple(name.lower() for name in actions.transformations)
+        + (("+multi",) if actions.multi_match else ()),
+        operator=operator,
+        operator_name=rule.operator,
+        operator_macro=operator_macro,
+        negated=rule.operator_negated,
+        actions=actions,
+        chained=chained,
+        tags=starter.tags,
+        unconditional=name_lower == "unconditionalmatch",
+    )
+
+
+def _never_matches(value: bytes) -> Captures | None:
+    return None
+
+
+def _compile_target(target: Target, source: str) -> _Target:
+    return _Target(target.collection, _compile_selector(target, source), target.counted, str(target))
+
+
+def _compile_selector(target: Target, source: str) -> _Selector | None:
+    if target.selector is None:
+        return None
+    if target.selector_is_regex:
+        return _Selector(None, _key_regex(target.selector, source), target.selector)
+    return _Selector(target.selector.lower().encode("utf-8"), None, target.selector)
+
+
+def _key_regex(pattern: str, source: str) -> object:
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = False  # ModSecurity v3 matches key selectors without case
+    options.encoding = re2.Options.Encoding.LATIN1
+    try:
+        return re2.compile(pattern.encode("utf-8"), options)
+    except re2.error as error:
+        raise RuleFileError(f"{source}: bad key selector /{pattern}/: {error}") from error
+
+
+def _target_spec(text: str) -> tuple[str, _Selector | None]:
+    """A ``ctl`` target (``ARGS``, ``ARGS:foo``, ``ARGS:/^id_/``) as collection and selector."""
+    collection, colon, selector = text.partition(":")
+    if not colon or not selector:
+        return collection.strip().upper(), None
+    target = Target(collection.strip().upper(), selector, False)
+    if len(selector) >= 2 and selector.startswith("/") and selector.endswith("/"):
+        target = Target(target.collection, selector[1:-1], True)
+    try:
+        return target.collection, _compile_selector(target, "ctl")
+    except RuleFileError:
+        return target.collection, _Selector(selector.lower().encode("utf-8"), None, selector)
+
+
+@dataclass(slots=True)
+class _Transaction:
+    """The state of one request's evaluation: collections, matched variables, ctl effects, transformation memo."""
+
+    engine: RuleEngine
+    variables: RequestVariables
+    mode: EngineMode
+    phase: int = 1
+    collections: dict[str, dict[str, bytes]] = field(default_factory=lambda: {n: {} for n in _PER_REQUEST_COLLECTIONS})
+    matches: list[RuleMatch] = field(default_factory=list)
+    interrupted_by: int | None = None
+    matched_var: tuple[str, bytes] | None = None
+    matched_vars: list[tuple[str, bytes]] = field(default_factory=list)
+    removed_ids: set[int] = field(default_factory=set)
+    removed_ranges: list[tuple[int, int]] = field(default_factory=list)
+    removed_tags: set[str] = field(default_factory=set)
+    removed_targets_by_id: dict[int, list[tuple[str, _Selector | None]]] = field(default_factory=dict)
+    removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = field(default_factory=list)
+    memo: dict[tuple[tuple[str, ...], bytes], Sequence[bytes]] = field(default_factory=dict)
+    current: _Rule | None = None
+
+    # -- the phase loop --------------------------------------------------------------------------------------------
+
+    def run_phase(self, phase: int, program: _Program) -> None:
+        self.phase = phase
+        skip_to: str | None = None
+        skip_next = 0
+        for item in program:
+            if isinstance(item, _Marker):
+                if skip_to is not None and item.name == skip_to:
+                    skip_to = None
+                elif skip_next > 0:
+                    skip_next -= 1
+                continue
+            if skip_to is not None:
+                continue
+            if skip_next > 0:
+                skip_next -= 1
+                continue
+            if self._removed(item):
+                continue
+            self.current = item
+            self.matched_var = None
+            self.matched_vars = []
+            if not self._evaluate(item):
+                continue
+            self._record(item)
+            if self.interrupted_by is not None:
+                return
+            if item.actions.skip_after is not None:
+                skip_to = item.actions.skip_after
+            elif item.actions.skip:
+                skip_next = item.actions.skip
+
+    def _removed(self, rule: _Rule) -> bool:
+        rule_id = rule.rule_id
+        if rule_id is not None:
+            if rule_id in self.removed_ids:
+                return True
+            if any(low <= rule_id <= high for low, high in self.removed_ranges):
+                return True
+        return bool(self.removed_tags) and any(tag in self.removed_tags for tag in rule.tags)
+
+    def _record(self, rule: _Rule) -> None:
+        actions = rule.actions
+        disruptive = actions.disruptive
+        if actions.log is not False and rule.rule_id is not None:
+            name, value = self.matched_var or ("", b"")
+            self.matches.append(
+                RuleMatch(
+                    rule_id=rule.rule_id,
+                    msg=_text(actions.msg.expand(self)) if actions.msg else "",
+                    logdata=_text(actions.logdata.expand(self)) if actions.logdata else "",
+                    severity=actions.severity,
+                    tags=actions.tags,
+                    matched_var_name=name,
+                    matched_var=value,
+                    disruptive=disruptive,
+                )
+            )
+        if disruptive in ("deny", "drop") and self.mode == "On" and rule.rule_id is not None:
+            self.interrupted_by = rule.rule_id
+
+    # -- one rule --------------------------------------------------------------------------------------------------
+
+    def _evaluate(self, rule: _Rule) -> bool:
+        """Evaluate a link and, when it matched, the rest of its chain; run the post-match actions on success."""
+        if rule.unconditional:
+            for setvar in rule.actions.setvars:
+                setvar.apply(self.collections, self)
+            matched = True
+        else:
+            matched = self._match_values(rule)
+        if not matched:
+            self.matched_var = None
+            self.matched_vars = []
+            return False
+        if rule.chained is not None and not self._evaluate(rule.chained):
+            return False
+        for control in rule.actions.controls:
+            self._control(control)
+        return True
+
+    def _match_values(self, rule: _Rule) -> bool:
+        operator = rule.operator
+        if operator is None:
+            assert rule.operator_macro is not None
+            try:
+                operator = self.engine.operator_for(rule, rule.operator_macro.expand(self))
+            except (OperatorArgumentError, UnsupportedOperator):
+                return False
+        negated = rule.negated
+        capture = rule.actions.capture
+        matched = False
+        for name, value in self._values(rule):
+            for candidate in self._transformed(rule, value):
+                captures = operator(candidate)
+                if (captures is None) == negated:
+                    continue
+                matched = True
+                if capture and captures is not None and not negated:
+                    tx = self.collections["TX"]
+                    for index, captured in enumerate(captures[:10]):
+                        tx[str(index)] = captured
+                self.matched_var = (name, candidate)
+                self.matched_vars.append((name, candidate))
+                for setvar in rule.actions.setvars:
+                    setvar.apply(self.collections, self)
+        return matched
+
+    def _transformed(self, rule: _Rule, value: bytes) -> Sequence[bytes]:
+        if not rule.pipeline:
+            return (value,)
+        key = (rule.pipeline_key, value)
+        result = self.memo.get(key)
+        if result is None:
+            if rule.actions.multi_match:
+                steps = [value]
+                for function in rule.pipeline:
+                    value = function(value)
+                    if value != steps[-1]:
+                        steps.append(value)
+                result = tuple(steps)
+            else:
+                for function in rule.pipeline:
+                    value = function(value)
+                result = (value,)
+            self.memo[key] = result
+        return result
+
+    # -- variables -------------------------------------------------------------------------------------------------
+
+    def _values(self, rule: _Rule) -> list[tuple[str, bytes]]:
+        removed = self._removed_targets(rule)
+        values: list[tuple[str, bytes]] = []
+        for target in rule.targets:
+            if any(coll == target.collection and sel is None for coll, sel in removed):
+                continue
+            pairs = self._pairs(target.collection, target.selector)
+            exclusions = [sel for coll, sel in rule.exclusions if coll == target.collection]
+            exclusions += [sel for coll, sel in removed if coll == target.collection]
+            if exclusions:
+                pairs = [
+                    (key, value)
+                    for key, value in pairs
+                    if not any(sel is None or sel.matches(key) for sel in exclusions)
+                ]
+            if target.counted:
+                values.append((target.text, str(len(pairs)).encode("ascii")))
+                continue
+            for key, value in pairs:
+                values.append((_variable_name(target.collection, key), value))
+        return values
+
+    def _removed_targets(self, rule: _Rule) -> list[tuple[str, _Selector | None]]:
+        removed: list[tuple[str, _Selector | None]] = []
+        if rule.rule_id is not None:
+            removed.extend(self.removed_targets_by_id.get(rule.rule_id, ()))
+        for tag, collection, selector in self.removed_targets_by_tag:
+            if tag in rule.tags:
+                removed.append((collection, selector))
+        return removed
+
+    def _pairs(self, collection: str, selector: _Selector | None) -> Sequence[tuple[bytes, bytes]]:
+        pairs: Sequence[tuple[bytes, bytes]]
+        if collection in self.collections:
+            pairs = [(key.encode("latin-1"), value) for key, value in self.collections[collection].items()]
+        elif collection in _MATCHED:
+            pairs = self._matched_pairs(collection)
+        elif collection == "XML":
+            if self.phase == 1:
+                return ()
+            return self.variables.xml(selector.text.encode("utf-8") if selector else b"/*")
+        elif self.phase == 1 and collection in _BODY_COLLECTIONS:
+            return ()
+        else:
+            if self.phase == 1:
+                collection = _PHASE1_FALLBACK.get(collection, collection)
+            pairs = self.variables.collection(collection)
+        if selector is None:
+            return pairs
+        return [(key, value) for key, value in pairs if selector.matches(key)]
+
+    def _matched_pairs(self, collection: str) -> list[tuple[bytes, bytes]]:
+        if collection == "MATCHED_VAR":
+            return [(b"", self.matched_var[1])] if self.matched_var else []
+        if collection == "MATCHED_VAR_NAME":
+            return [(b"", self.matched_var[0].encode("latin-1"))] if self.matched_var else []
+        if collection == "MATCHED_VARS":
+            return [(name.encode("latin-1"), value) for name, value in self.matched_vars]
+        return [(name.encode("latin-1"), name.encode("latin-1")) for name, _ in self.matched_vars]
+
+    def macro_value(self, collection: str, key: str | None) -> bytes:
+        """The value a ``%{collection.key}`` macro expands to now (``b""`` when absent)."""
+        if collection in self.collections:
+            return self.collections[collection].get(key.lower(), b"") if key else b""
+        if collection == "RULE":
+            return self._rule_property((key or "").lower())
+        selector = _Selector(key.lower().encode("utf-8"), None, key) if key else None
+        pairs = self._pairs(collection, selector)
+        return pairs[0][1] if pairs else b""
+
+    def _rule_property(self, name: str) -> bytes:
+        rule = self.current
+        if rule is None:
+            return b""
+        if name == "id":
+            return str(rule.rule_id).encode("ascii")
+        if name == "msg" and rule.actions.msg is not None:
+            return rule.actions.msg.expand(self)
+        if name == "logdata" and rule.actions.logdata is not None:
+            return rule.actions.logdata.expand(self)
+        if name == "severity" and rule.actions.severity is not None:
+            return rule.actions.severity.encode("ascii")
+        return b""
+
+    # -- ctl -------------------------------------------------------------------------------------------------------
+
+    def _control(self, control: Control) -> None:
+        option = control.option.lower()
+        value = control.value
+        if option == "ruleremovebyid":
+            for part in value.replace(",", " ").split():
+                low, dash, high = part.partition("-")
+                try:
+                    if dash:
+                        self.removed_ranges.append((int(low), int(high)))
+                    else:
+                        self.removed_ids.add(int(part))
+                except ValueError:
+                    continue
+        elif option == "ruleremovebytag":
+            self.removed_tags.add(value)
+        elif option == "ruleremovetargetbyid" and control.target:
+            try:
+                rule_id = int(value)
+            except ValueError:
+                return
+            self.removed_targets_by_id.setdefault(rule_id, []).append(_target_spec(control.target))
+        elif option == "ruleremovetargetbytag" and control.target:
+            collection, selector = _target_spec(control.target)
+            self.removed_targets_by_tag.append((value, collection, selector))
+        elif option == "requestbodyprocessor":
+            self.variables.set_body_processor(value.upper())
+        elif option == "ruleengine":
+            mode = value.lower()
+            if mode == "off":
+                self.mode = "Off"
+            elif mode == "detectiononly":
+                self.mode = "DetectionOnly"
+            elif mode == "on":
+                self.mode = "On"
+        # auditEngine, auditLogParts, forceRequestBodyVariable, requestBodyAccess...: nothing to evaluate.
+
+
+def _variable_name(collection: str, key: bytes) -> str:
+    if not key:
+        return collection
+    return f"{collection}:{key.decode('utf-8', 'replace')}"
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
