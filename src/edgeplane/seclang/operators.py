@@ -1,0 +1,536 @@
+"""SecLang operators (``@rx``, ``@pm``, ``@detectSQLi``, ``@eq``...) with ModSecurity v3.0.9's semantics on bytes.
+
+Each operator is compiled once from its name and argument into a plain function of the (transformed) value, which
+returns the captures a ``capture`` action would store (TX:0, then TX:1..9) or ``None`` when it does not match.
+Negation belongs to the engine. The behaviour follows ModSecurity v3's ``src/operators/*.cc`` (the reference the
+Core Rule Set was tested against) rather than the Reference Manual, including its corner cases: how ``@pm`` reads its
+argument, which bytes ``@validateUtf8Encoding`` accepts, that ``@eq`` parses with ``std::stoi`` and ``@gt`` with
+``atoll``. It is written by hand because no library implements SecLang's operators for Python; patterns go to RE2
+through :mod:`edgeplane.seclang.pcre`, phrase lists to one RE2 automaton, SQL and XSS detection to libinjection.
+
+``@rbl`` and ``@geoLookup`` never match: the first would send a DNS query per request to a block list (CRS enables it
+only with an API key set), the second needs a GeoIP database ModSecurity is not given by default; without one
+ModSecurity's ``@geoLookup`` fails too, and CRS uses it only to fill GEO for its country block list, which is empty.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import libinjection  # type: ignore[import-not-found]
+import re2
+
+from edgeplane.seclang.errors import OperatorArgumentError, UnsupportedOperator
+from edgeplane.seclang.pcre import Translation, translate
+
+Captures = tuple[bytes, ...]
+Operator = Callable[[bytes], Captures | None]
+
+_UNANCHORED = re2._Anchor.UNANCHORED
+_ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
+_MAX_CAPTURES = 9  # TX:1..TX:9
+
+
+def _re2_options(case_sensitive: bool = True, longest_match: bool = False) -> re2.Options:
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1  # bytes in, bytes matched: PCRE without UTF mode
+    options.log_errors = False
+    options.case_sensitive = case_sensitive
+    options.longest_match = longest_match
+    options.max_mem = 64 << 20  # CRS's largest patterns and phrase lists exceed RE2's default 8 MiB
+    return options
+
+
+_Match = Callable[[object, bytes, int, int], Sequence[tuple[int, int]]]
+
+
+def _re2_compile(pattern: bytes, options: re2.Options) -> _Match:
+    """The RE2 object's ``Match(anchor, text, start, end)``, which gives every group's byte span ((-1, -1) for none)
+    without the ``re2`` module's per-call work (mapping offsets back to characters, building match objects)."""
+    try:
+        match: _Match = re2.compile(pattern, options)._regexp.Match
+        return match
+    except re2.error as error:
+        detail = error.args[0] if error.args else error
+        reason = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+        raise OperatorArgumentError(f"RE2 rejected the translated pattern: {reason}") from None
+
+
+# @rx
+
+
+def compile_regex(pattern: bytes) -> Operator:
+    """A search for the PCRE ``pattern`` as ModSecurity runs it (bytes, DOTALL and MULTILINE). Captures: the whole
+    match, then groups 1..9 (a group that took no part gives ``b""``). Raises ``OperatorArgumentError`` when the
+    pattern is not valid PCRE or uses what :func:`edgeplane.seclang.pcre.translate` does not support."""
+    if not pattern:  # ModSecurity compiles an empty pattern as ".*"
+        return _unconditional_empty
+    translation = translate(pattern)
+    match = _re2_compile(translation.re2, _re2_options())
+    groups = min(translation.groups, _MAX_CAPTURES) + 1
+    if translation.exact:
+
+        def search(value: bytes) -> Captures | None:
+            spans = match(_UNANCHORED, value, 0, len(value))
+            if spans[0][0] < 0:
+                return None
+            return tuple(b"" if start < 0 else value[start:end] for start, end in spans[:groups])
+
+        return search
+    confirm = _python_regex(translation)
+
+    def search_confirmed(value: bytes) -> Captures | None:
+        # The RE2 form matches a superset: only values it matches reach the backtracking engine.
+        if match(_UNANCHORED, value, 0, len(value))[0][0] < 0:
+            return None
+        found = confirm(value)
+        if found is None:
+            return None
+        return (found.group(0), *(b"" if text is None else text for text in found.groups()[: groups - 1]))
+
+    return search_confirmed
+
+
+def _python_regex(translation: Translation) -> Callable[[bytes], re.Match[bytes] | None]:
+    try:
+        return re.compile(translation.python).search
+    except re.error as error:
+        raise OperatorArgumentError(f"pattern needs {', '.join(translation.approximations)}: {error}") from None
+
+
+def _unconditional_empty(value: bytes) -> Captures | None:
+    return (b"",)
+
+
+# @pm, @pmFromFile
+
+
+def pm_phrases(argument: bytes) -> list[bytes]:
+    """The phrases of a ``@pm`` argument as ModSecurity reads them: surrounding quotes dropped, ``|41 42|`` hex
+    bytes and ``\\:``-style escapes decoded (with the same quirks), then split at whitespace."""
+    content = _pm_content(argument)
+    return (argument if content is None else content).split()
+
+
+def _pm_content(argument: bytes) -> bytes | None:
+    """ModSecurity's ``parse_pm_content``, quirks included: inside ``|...|`` only the letters a-f count as hex digits
+    (it compares with the numbers 0-9, not the digits), and the decoded text is written over the original without
+    being cut short, so the original's tail stays after it. ``None`` where ModSecurity gives up (empty content, an
+    unsupported escape) and uses the argument as written."""
+    offset = 0
+    while offset < len(argument) and argument[offset] in b" \t":
+        offset += 1
+    if len(argument) - offset >= 2 and argument[offset : offset + 1] == b'"' and argument.endswith(b'"'):
+        parm = bytearray(argument[offset + 1 : -1])
+    else:
+        parm = bytearray(argument[offset:])
+    if not parm:
+        return None
+    written = 0
+    in_hex = escaped = False
+    hex_digits = bytearray()
+    for byte in bytes(parm):
+        if byte == 0x7C:  # |
+            in_hex = not in_hex
+        elif not escaped and byte == 0x5C:  # backslash
+            escaped = True
+        elif in_hex:
+            if byte in b"ABCDEFabcdef" or byte < 10:
+                hex_digits.append(byte)
+                if len(hex_digits) == 2:
+                    parm[written] = _strtol_hex(bytes(hex_digits))
+                    written += 1
+                    hex_digits.clear()
+        elif escaped:
+            if byte not in b':;\\"':
+                return None
+            parm[written] = byte
+            written += 1
+            escaped = False
+        else:
+            parm[written] = byte
+            written += 1
+    # strdup stops at the first NUL a |00|-style byte wrote
+    return bytes(parm).split(b"\0", 1)[0]
+
+
+def _strtol_hex(digits: bytes) -> int:
+    """``strtol(digits, NULL, 16) & 0xFF``: leading whitespace skipped, then the hex digits up to the first other."""
+    text = digits.lstrip(b" \t\n\v\f\r")
+    end = 0
+    while end < len(text) and text[end : end + 1] in b"0123456789abcdefABCDEF" and text[end : end + 1]:
+        end += 1
+    return int(text[:end], 16) & 0xFF if end else 0
+
+
+def pm_file_phrases(path: Path) -> list[bytes]:
+    """The phrases of a ``@pmFromFile`` data file: one per line, as written (leading spaces kept); empty lines and
+    lines whose first non-space character is ``#`` skipped. Raises ``OperatorArgumentError`` if unreadable."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise OperatorArgumentError(f"cannot read data file {path}: {error.strerror}") from None
+    phrases = []
+    for line in data.split(b"\n"):
+        if not line or line.lstrip(b" \t\n\v\f\r").startswith(b"#"):
+            continue
+        phrases.append(line)
+    return phrases
+
+
+def compile_phrases(phrases: Iterable[bytes]) -> Operator:
+    """A case-insensitive search for any of ``phrases`` (ASCII case folding, as ModSecurity's Aho-Corasick does).
+    Captures: the phrase found, as written. Phrases holding a byte above 0x7F are left out: ModSecurity's automaton
+    stores such bytes sign-extended and never matches them."""
+    written: dict[bytes, bytes] = {}
+    for phrase in phrases:
+        if phrase and phrase.isascii():
+            written.setdefault(phrase.lower(), phrase)
+    if not written:
+        return _never
+    # Longest alternatives first with leftmost-longest matching: the phrase reported is the longest at the
+    # leftmost position. ASCII-only phrases fold exactly under RE2's case-insensitive Latin-1 matching.
+    alternation = b"|".join(_literal(phrase) for phrase in sorted(written, key=len, reverse=True))
+    match = _re2_compile(alternation, _re2_options(case_sensitive=False, longest_match=True))
+
+    def search(value: bytes) -> Captures | None:
+        spans = match(_UNANCHORED, value, 0, len(value))
+        start, end = spans[0]
+        if start < 0:
+            return None
+        return (written.get(value[start:end].lower(), value[start:end]),)
+
+    return search
+
+
+def _literal(phrase: bytes) -> bytes:
+    return b"".join(bytes([byte]) if byte < 0x80 and chr(byte).isalnum() else b"\\x%02x" % byte for byte in phrase)
+
+
+def _data_files(argument: bytes, data_dir: Path) -> list[Path]:
+    names = argument.split()
+    if not names:
+        raise OperatorArgumentError("no data file named")
+    paths = []
+    for name in names:
+        if name.startswith((b"https://", b"http://")):
+            raise OperatorArgumentError("data files are read from disk only, not downloaded")
+        path = Path(name.decode("utf-8", "surrogateescape"))
+        paths.append(path if path.is_absolute() else data_dir / path)
+    return paths
+
+
+# @detectSQLi, @detectXSS
+
+
+class _Payload:
+    """Hands bytes to libinjection-python, which encodes what it is given: ``encode`` returns the bytes unchanged."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def encode(self, *args: object) -> bytes:
+        return self.data
+
+
+def _detect_sqli(value: bytes) -> Captures | None:
+    result = libinjection.is_sql_injection(_Payload(value))
+    if not result["is_sqli"]:
+        return None
+    return (str(result["fingerprint"]).encode("latin-1"),)
+
+
+def _detect_xss(value: bytes) -> Captures | None:
+    return (value,) if libinjection.is_xss(_Payload(value))["is_xss"] else None
+
+
+# @validateByteRange, @validateUrlEncoding, @validateUtf8Encoding
+
+
+def byte_range(argument: bytes) -> bytes:
+    """The bytes a ``@validateByteRange`` argument allows (``10, 13, 32-126``). As in ModSecurity, a part that is
+    not a number or a valid range is skipped without error, a number is read the way ``std::stoi`` reads it."""
+    allowed = bytearray()
+    for part in argument.split(b","):
+        low_text, dash, high_text = part.partition(b"-")
+        low = _stoi(low_text)
+        if not dash:
+            if low is not None and 0 <= low <= 255:
+                allowed.append(low)
+            continue
+        high = _stoi(high_text)
+        if low is None or high is None or not (0 <= low <= high <= 255):
+            continue
+        allowed.extend(range(low, high + 1))
+    return bytes(sorted(set(allowed)))
+
+
+def _validate_byte_range(argument: bytes) -> Operator:
+    allowed = byte_range(argument)
+
+    def validate(value: bytes) -> Captures | None:
+        return (value,) if value.translate(None, allowed) else None
+
+    return validate
+
+
+# A '%' not followed by two hex digits. ModSecurity scans left to right and skips the two digits of a valid escape,
+# which are never '%', so every '%' of the value is examined.
+_BAD_URL_ENCODING = _re2_compile(rb"%(?:[^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?\z)", _re2_options())
+
+
+def _validate_url_encoding(value: bytes) -> Captures | None:
+    if b"%" not in value:
+        return None
+    return (value,) if _BAD_URL_ENCODING(_UNANCHORED, value, 0, len(value))[0][0] >= 0 else None
+
+
+# What ModSecurity's validator accepts: RFC 3629 UTF-8 (no overlong forms, no surrogates, no lead byte above 0xF4),
+# except that it does not check the F4 sequences against U+10FFFF (F4 90..BF xx xx passes).
+_UTF8 = _re2_compile(
+    rb"(?:[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}"
+    rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf4][\x80-\xbf]{3})*",
+    _re2_options(),
+)
+
+
+def _validate_utf8_encoding(value: bytes) -> Captures | None:
+    if value.isascii():
+        return None
+    return None if _UTF8(_ANCHOR_BOTH, value, 0, len(value))[0][0] >= 0 else (value,)
+
+
+# Numbers
+
+
+_STOI = re.compile(rb"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_LLONG_MIN, _LLONG_MAX = -(2**63), 2**63 - 1
+
+
+def _stoi(text: bytes) -> int | None:
+    """``std::stoi``: leading whitespace, a sign, decimal digits; ``None`` where it throws (no digits, out of
+    ``int`` range)."""
+    found = _STOI.match(text)
+    if found is None:
+        return None
+    number = int(found.group(1))
+    return number if _INT_MIN <= number <= _INT_MAX else None
+
+
+def _atoll(text: bytes) -> int:
+    """``atoll``: like ``strtoll`` in base 10, 0 without digits, clamped to ``long long`` on overflow."""
+    if text.isdigit():
+        number = int(text)
+    else:
+        found = _STOI.match(text)
+        if found is None:
+            return 0
+        number = int(found.group(1))
+    return max(_LLONG_MIN, min(_LLONG_MAX, number))
+
+
+def _eq(argument: bytes) -> Operator:
+    # std::stoi on both sides, 0 where it throws
+    expected = _stoi(argument) or 0
+
+    def eq(value: bytes) -> Captures | None:
+        return (value,) if (_stoi(value) or 0) == expected else None
+
+    return eq
+
+
+def _comparison(test: Callable[[int, int], bool]) -> Callable[[bytes], Operator]:
+    def compile_comparison(argument: bytes) -> Operator:
+        bound = _atoll(argument)
+
+        def compare(value: bytes) -> Captures | None:
+            return (value,) if test(_atoll(value), bound) else None
+
+        return compare
+
+    return compile_comparison
+
+
+# Strings
+
+
+def _streq(argument: bytes) -> Operator:
+    return lambda value: (value,) if value == argument else None
+
+
+def _begins_with(argument: bytes) -> Operator:
+    return lambda value: (argument,) if value.startswith(argument) else None
+
+
+def _ends_with(argument: bytes) -> Operator:
+    return lambda value: (argument,) if value.endswith(argument) else None
+
+
+def _contains(argument: bytes) -> Operator:
+    return lambda value: (argument,) if argument in value else None
+
+
+def _within(argument: bytes) -> Operator:
+    # An empty value is within anything, as in ModSecurity.
+    return lambda value: (value,) if not value or value in argument else None
+
+
+def _contains_word(argument: bytes) -> Operator:
+    def contains_word(value: bytes) -> Captures | None:
+        return (argument,) if contains_word_at(value, argument) else None
+
+    return contains_word
+
+
+def contains_word_at(value: bytes, word: bytes) -> bool:
+    """ModSecurity's ``@containsWord``: ``word`` occurs with no ASCII letter right before or after it (digits and
+    ``_`` count as boundaries). An empty word is always found, and never in an empty value."""
+    if not word:
+        return True
+    if not value:
+        return False
+    if value == word:
+        return True
+    size = len(word)
+    position = value.find(word)
+    while position >= 0:
+        before = _boundary(value, position - 1)
+        after = _boundary(value, position + size)
+        if (position == 0 and after) or (position + size == len(value) and before) or (before and after):
+            return True
+        position = value.find(word, position + 1)
+    return False
+
+
+def _boundary(value: bytes, index: int) -> bool:
+    # Outside the value is no boundary: ModSecurity's check fails there (it only tests the other side at an edge).
+    if index < 0 or index >= len(value):
+        return False
+    byte = value[index]
+    return not (0x41 <= byte <= 0x5A or 0x61 <= byte <= 0x7A)
+
+
+# Addresses
+
+
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def ip_networks(entries: Iterable[bytes]) -> list[_Network]:
+    """Networks from ``@ipMatch`` entries (``192.168.0.0/16``, ``::1``, ``10.0.0.1``). Raises
+    ``OperatorArgumentError`` for an entry that is not an address or network."""
+    networks = []
+    for entry in entries:
+        text = entry.strip().decode("ascii", "replace")
+        try:
+            networks.append(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            raise OperatorArgumentError(f"not an IP address or network: {text!r}") from None
+    return networks
+
+
+def _ip_matcher(networks: list[_Network]) -> Operator:
+    v4 = [network for network in networks if network.version == 4]
+    v6 = [network for network in networks if network.version == 6]
+
+    def ip_match(value: bytes) -> Captures | None:
+        # inet_pton's grammar: no zone index, no surrounding space
+        if not value or b"%" in value or value != value.strip():
+            return None
+        try:
+            address = ipaddress.ip_address(value.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            return None
+        candidates = v6 if address.version == 6 else v4
+        return (value,) if any(address in network for network in candidates) else None
+
+    return ip_match
+
+
+def _ip_match(argument: bytes) -> Operator:
+    return _ip_matcher(ip_networks(part for part in argument.split(b",") if part.strip()))
+
+
+def _ip_match_from_file(argument: bytes, data_dir: Path) -> Operator:
+    entries: list[bytes] = []
+    for path in _data_files(argument, data_dir):
+        try:
+            lines = path.read_bytes().splitlines()
+        except OSError as error:
+            raise OperatorArgumentError(f"cannot read data file {path}: {error.strerror}") from None
+        entries.extend(line for line in lines if line.strip() and not line.strip().startswith(b"#"))
+    return _ip_matcher(ip_networks(entries))
+
+
+# The table
+
+
+def _never(value: bytes) -> Captures | None:
+    return None
+
+
+def _always(value: bytes) -> Captures | None:
+    return (value,)
+
+
+def _pm_from_file(argument: bytes, data_dir: Path) -> Operator:
+    phrases: list[bytes] = []
+    for path in _data_files(argument, data_dir):
+        phrases.extend(pm_file_phrases(path))
+    return compile_phrases(phrases)
+
+
+_SIMPLE: dict[str, Callable[[bytes], Operator]] = {
+    "rx": compile_regex,
+    "pm": lambda argument: compile_phrases(pm_phrases(argument)),
+    "detectsqli": lambda argument: _detect_sqli,
+    "detectxss": lambda argument: _detect_xss,
+    "validatebyterange": _validate_byte_range,
+    "validateurlencoding": lambda argument: _validate_url_encoding,
+    "validateutf8encoding": lambda argument: _validate_utf8_encoding,
+    "within": _within,
+    "streq": _streq,
+    "beginswith": _begins_with,
+    "endswith": _ends_with,
+    "contains": _contains,
+    "containsword": _contains_word,
+    "eq": _eq,
+    "ge": _comparison(lambda value, bound: value >= bound),
+    "gt": _comparison(lambda value, bound: value > bound),
+    "lt": _comparison(lambda value, bound: value < bound),
+    "le": _comparison(lambda value, bound: value <= bound),
+    "ipmatch": _ip_match,
+    "unconditionalmatch": lambda argument: _always,
+    "nomatch": lambda argument: _never,
+    "rbl": lambda argument: _never,
+    "geolookup": lambda argument: _never,
+}
+_FROM_FILES: dict[str, Callable[[bytes, Path], Operator]] = {
+    "pmfromfile": _pm_from_file,
+    "pmf": _pm_from_file,
+    "ipmatchfromfile": _ip_match_from_file,
+    "ipmatchf": _ip_match_from_file,
+}
+OPERATOR_NAMES = frozenset(_SIMPLE) | frozenset(_FROM_FILES)
+
+
+def compile_operator(name: str, argument: str, *, data_dir: Path) -> Operator:
+    """The operator ``name`` (without ``@`` or ``!``, any case) compiled with ``argument`` (macros already expanded;
+    read as UTF-8, other bytes carried by ``surrogateescape``). ``data_dir`` resolves relative data file names.
+    Raises ``UnsupportedOperator`` for a name not in ``OPERATOR_NAMES`` and ``OperatorArgumentError`` for an
+    argument that cannot be compiled (a bad pattern, an unreadable data file, a bad network)."""
+    key = name.lower()
+    data = argument.encode("utf-8", "surrogateescape")
+    simple = _SIMPLE.get(key)
+    if simple is not None:
+        return simple(data)
+    from_files = _FROM_FILES.get(key)
+    if from_files is not None:
+        return from_files(data, data_dir)
+    raise UnsupportedOperator(f"unsupported operator @{name}")
