@@ -302,7 +302,9 @@ def _compile_link(
     name_lower = rule.operator.lower()
     if name_lower in NEVER_MATCHING_OPERATORS:
         operator = _never_matches
-    elif name_lower != "unconditionalmatch":
+    elif name_lower == "unconditionalmatch":
+        operator = _always_matches
+    else:
         macro = Macro.parse(rule.operator_argument)
         if macro.is_constant:
             operator = compile_operator(rule.operator, rule.operator_argument, data_dir=data_dir)
@@ -323,12 +325,16 @@ def _compile_link(
         actions=actions,
         chained=chained,
         tags=starter.tags,
-        unconditional=name_lower == "unconditionalmatch",
+        unconditional=not rule.targets,
     )
 
 
 def _never_matches(value: bytes) -> Captures | None:
     return None
+
+
+def _always_matches(value: bytes) -> Captures | None:
+    return (value,)
 
 
 def _compile_target(target: Target, source: str) -> _Target:
@@ -379,8 +385,8 @@ class _Transaction:
     collections: dict[str, dict[str, bytes]] = field(default_factory=lambda: {n: {} for n in _PER_REQUEST_COLLECTIONS})
     matches: list[RuleMatch] = field(default_factory=list)
     interrupted_by: int | None = None
-    matched_var: tuple[str, bytes] | None = None
-    matched_vars: list[tuple[str, bytes]] = field(default_factory=list)
+    matched_var: tuple[bytes, bytes] | None = None
+    matched_vars: list[tuple[bytes, bytes]] = field(default_factory=list)
     removed_ids: set[int] = field(default_factory=set)
     removed_ranges: list[tuple[int, int]] = field(default_factory=list)
     removed_tags: set[str] = field(default_factory=set)
@@ -435,7 +441,7 @@ class _Transaction:
         actions = rule.actions
         disruptive = actions.disruptive
         if actions.log is not False and rule.rule_id is not None:
-            name, value = self.matched_var or ("", b"")
+            name, value = self.matched_var or (b"", b"")
             self.matches.append(
                 RuleMatch(
                     rule_id=rule.rule_id,
@@ -443,7 +449,7 @@ class _Transaction:
                     logdata=_text(actions.logdata.expand(self)) if actions.logdata else "",
                     severity=actions.severity,
                     tags=actions.tags,
-                    matched_var_name=name,
+                    matched_var_name=_text(name),
                     matched_var=value,
                     disruptive=disruptive,
                 )
@@ -485,7 +491,7 @@ class _Transaction:
         for name, value in self._values(rule):
             for candidate in self._transformed(rule, value):
                 captures = operator(candidate)
-                if (captures is None) == negated:
+                if (captures is not None) == negated:
                     continue
                 matched = True
                 if capture and captures is not None and not negated:
@@ -520,9 +526,9 @@ class _Transaction:
 
     # -- variables -------------------------------------------------------------------------------------------------
 
-    def _values(self, rule: _Rule) -> list[tuple[str, bytes]]:
+    def _values(self, rule: _Rule) -> list[tuple[bytes, bytes]]:
         removed = self._removed_targets(rule)
-        values: list[tuple[str, bytes]] = []
+        values: list[tuple[bytes, bytes]] = []
         for target in rule.targets:
             if any(coll == target.collection and sel is None for coll, sel in removed):
                 continue
@@ -536,7 +542,7 @@ class _Transaction:
                     if not any(sel is None or sel.matches(key) for sel in exclusions)
                 ]
             if target.counted:
-                values.append((target.text, str(len(pairs)).encode("ascii")))
+                values.append((target.text.encode("utf-8"), str(len(pairs)).encode("ascii")))
                 continue
             for key, value in pairs:
                 values.append((_variable_name(target.collection, key), value))
@@ -575,10 +581,10 @@ class _Transaction:
         if collection == "MATCHED_VAR":
             return [(b"", self.matched_var[1])] if self.matched_var else []
         if collection == "MATCHED_VAR_NAME":
-            return [(b"", self.matched_var[0].encode("latin-1"))] if self.matched_var else []
+            return [(b"", self.matched_var[0])] if self.matched_var else []
         if collection == "MATCHED_VARS":
-            return [(name.encode("latin-1"), value) for name, value in self.matched_vars]
-        return [(name.encode("latin-1"), name.encode("latin-1")) for name, _ in self.matched_vars]
+            return list(self.matched_vars)
+        return [(name, name) for name, _ in self.matched_vars]
 
     def macro_value(self, collection: str, key: str | None) -> bytes:
         """The value a ``%{collection.key}`` macro expands to now (``b""`` when absent)."""
@@ -643,10 +649,10 @@ class _Transaction:
         # auditEngine, auditLogParts, forceRequestBodyVariable, requestBodyAccess...: nothing to evaluate.
 
 
-def _variable_name(collection: str, key: bytes) -> str:
+def _variable_name(collection: str, key: bytes) -> bytes:
     if not key:
-        return collection
-    return f"{collection}:{key.decode('utf-8', 'replace')}"
+        return collection.encode("ascii")
+    return collection.encode("ascii") + b":" + key
 
 
 def _text(value: bytes) -> str:
