@@ -184,3 +184,15 @@ def test_crs_request_files_load() -> None:
         while link is not None:
             compile_actions(link.actions, source=link.source)
             link = link.chained_rule
+
+
+@pytest.mark.parametrize(
+    ("written", "argument"),
+    [
+        (r'"@rx (?:^|[^\\\\])\\\\[cd]"', r"(?:^|[^\\])\\[cd]"),
+        (r'"@rx a\"b"', 'a"b'),
+        (r'"@rx \d+\s"', r"\d+\s"),
+    ],
+)
+def test_operator_argument_loses_one_level_of_escaping(written: str, argument: str) -> None:
+    assert only_rule(f'SecRule ARGS {written} "id:1"').operator_argument == argument

@@ -191,13 +191,32 @@ def _rule(line: dict[str, Any], where: str, chained_rule: SecRule | None) -> Sec
     if not targets:
         raise RuleFileError(f"{where}: SecRule without targets")
     operator = str(line.get("operator") or "")
-    argument = str(line.get("operator_argument") or "")
+    argument = _unescape(str(line.get("operator_argument") or ""))
     if operator.startswith("@"):
         name = operator[1:]
     else:
         # "SecRule ARGS "pattern"": the whole text is a regular expression.
         name, argument = "rx", (operator + (" " + argument if argument else "")).strip()
     return SecRule(targets, name, argument, bool(line.get("operator_negated")), actions, chained_rule, where)
+
+
+def _unescape(text: str) -> str:
+    # The quoted operator argument loses one level of backslash escaping, as Apache's configuration reader
+    # (substring_conf) does for ModSecurity v2, which CRS's regression suite was written against: two backslashes
+    # read as one, a backslash before a double quote as the quote; any other backslash stays (a regex's \d).
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text) and text[index + 1] in '\\"':
+            out.append(text[index + 1])
+            index += 2
+            continue
+        out.append(char)
+        index += 1
+    return "".join(out)
 
 
 def _target(variable: dict[str, Any], where: str) -> Target:
