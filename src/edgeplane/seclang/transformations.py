@@ -90,7 +90,8 @@ def _compress_whitespace(value: bytes) -> bytes:
 
 
 def _remove_whitespace(value: bytes) -> bytes:
-    return value.translate(None, _C_SPACE + bytes([_NBSP]))
+    # 3.0.9 also deletes 0xc2, the first byte of a UTF-8 non-breaking space, wherever it appears.
+    return value.translate(None, _C_SPACE + b"\xa0\xc2")
 
 
 def _remove_nulls(value: bytes) -> bytes:
@@ -186,24 +187,28 @@ def _base64_decode(value: bytes) -> bytes:
 
 
 def _base64_decode_ext(value: bytes) -> bytes:
-    """ModSecurity's forgiving decoder: bytes outside the alphabet (NULs, spaces, ``-``, ``_`` ...) are skipped,
-    ``=`` is skipped except that a lone ``=`` right after the first symbol of a quantum ends the decoding with an
-    empty result, and a trailing partial quantum yields the bytes it completes."""
+    """ModSecurity's forgiving decoder: bytes outside the standard alphabet (NULs, spaces, ``-``, ``_`` ...) are
+    skipped, ``=`` is skipped except that one right after the first symbol of a quantum (and not before another
+    ``=``) empties the result, and a trailing partial quantum yields the bytes it completes. The C code compares
+    its last value with ``'='`` after the loop, where it holds a symbol's value: a value ending on a lone ``9``
+    (61, the code of ``=``) in a new quantum is empty too."""
     out = bytearray()
     count = 0
     accumulator = 0
     last = -1
     size = len(value)
     for index, byte in enumerate(value):
-        last = byte
         if byte == 0x3D:
+            last = byte
             following = value[index + 1] if index + 1 < size else 0
             if following != 0x3D and count % 4 == 1:
                 return b""
             continue
         digit = _BASE64_VALUE.get(byte)
         if digit is None:
+            last = -1
             continue
+        last = digit
         accumulator = (accumulator << 6) | digit
         position = count % 4
         if position == 1:
