@@ -25,8 +25,11 @@ Semantics follow libmodsecurity 3.0.9 (what CRS 3.3.4 is tested against):
 The request body processor is chosen from the Content-Type by :class:`~edgeplane.seclang.variables.RequestVariables`
 the way modsecurity.conf-recommended's rules 200000/200001 do (XML, JSON), so those rules are not needed here; a
 body that fails to parse sets ``REQBODY_ERROR`` (rule 200002 of that file is not loaded: CRS's regression suite
-expects no id of it). Operators that need a GeoIP database or DNS (``@geoLookup``, ``@rbl``) never match: CRS gates
-them behind settings that are off by default.
+expects no id of it). One point follows ModSecurity v2, which CRS's regression suite was written against, rather
+than v3: when the XML, JSON or multipart processor parsed the body, ``REQUEST_BODY`` is empty unless
+``ctl:forceRequestBodyVariable=On`` (v3 keeps the raw body there, so the Java rules fire on XML element names the
+suite expects them to ignore). Operators that need a GeoIP database or DNS (``@geoLookup``, ``@rbl``) never
+match: CRS gates them behind settings that are off by default.
 
 Written by hand: no Python library evaluates SecLang; libmodsecurity is C++ and Coraza is Go.
 """
@@ -36,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import re2
 
@@ -84,6 +87,7 @@ _BODY_COLLECTIONS = frozenset(
         "XML",
     }
 )
+_STRUCTURED_PROCESSORS = frozenset({b"XML", b"JSON", b"MULTIPART"})
 _PHASE1_FALLBACK = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
 
 
@@ -138,18 +142,23 @@ class Evaluation:
         }
 
 
+class _KeyPattern(Protocol):
+    def search(self, text: bytes) -> object: ...
+
+
 @dataclass(frozen=True, slots=True)
 class _Selector:
     """A key selector of a target: a literal (compared case-insensitively) or a regex (searched, case-insensitive)."""
 
     literal: bytes | None
-    regex: object | None
+    regex: _KeyPattern | None
     text: str
 
     def matches(self, key: bytes) -> bool:
         if self.literal is not None:
             return key.lower() == self.literal
-        return bool(self.regex.search(key))  # type: ignore[attr-defined]
+        assert self.regex is not None
+        return self.regex.search(key) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,15 +358,16 @@ def _compile_selector(target: Target, source: str) -> _Selector | None:
     return _Selector(target.selector.lower().encode("utf-8"), None, target.selector)
 
 
-def _key_regex(pattern: str, source: str) -> object:
+def _key_regex(pattern: str, source: str) -> _KeyPattern:
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = False  # ModSecurity v3 matches key selectors without case
     options.encoding = re2.Options.Encoding.LATIN1
     try:
-        return re2.compile(pattern.encode("utf-8"), options)
+        compiled: _KeyPattern = re2.compile(pattern.encode("utf-8"), options)
     except re2.error as error:
         raise RuleFileError(f"{source}: bad key selector /{pattern}/: {error}") from error
+    return compiled
 
 
 def _target_spec(text: str) -> tuple[str, _Selector | None]:
@@ -394,6 +404,7 @@ class _Transaction:
     removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = field(default_factory=list)
     memo: dict[tuple[tuple[str, ...], bytes], Sequence[bytes]] = field(default_factory=dict)
     current: _Rule | None = None
+    force_request_body: bool = False
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
@@ -567,7 +578,7 @@ class _Transaction:
             if self.phase == 1:
                 return ()
             return self.variables.xml(selector.text.encode("utf-8") if selector else b"/*")
-        elif self.phase == 1 and collection in _BODY_COLLECTIONS:
+        elif self._hidden(collection):
             return ()
         else:
             if self.phase == 1:
@@ -576,6 +587,16 @@ class _Transaction:
         if selector is None:
             return pairs
         return [(key, value) for key, value in pairs if selector.matches(key)]
+
+    def _hidden(self, collection: str) -> bool:
+        """Whether a collection is empty at this point: body collections before phase 2, and REQUEST_BODY when a
+        structured processor (XML, JSON, multipart) parsed the body (ModSecurity v2), unless it was forced."""
+        if self.phase == 1 and collection in _BODY_COLLECTIONS:
+            return True
+        if collection != "REQUEST_BODY" or self.force_request_body:
+            return False
+        processor = self.variables.collection("REQBODY_PROCESSOR")
+        return bool(processor) and processor[0][1] in _STRUCTURED_PROCESSORS
 
     def _matched_pairs(self, collection: str) -> list[tuple[bytes, bytes]]:
         if collection == "MATCHED_VAR":
@@ -638,6 +659,8 @@ class _Transaction:
             self.removed_targets_by_tag.append((value, collection, selector))
         elif option == "requestbodyprocessor":
             self.variables.set_body_processor(value.upper())
+        elif option == "forcerequestbodyvariable":
+            self.force_request_body = value.lower() == "on"
         elif option == "ruleengine":
             mode = value.lower()
             if mode == "off":
