@@ -743,7 +743,7 @@ class _Writer:
 
     def backreference(self, node: Backreference, in_copy: bool) -> str:
         if self.dialect == "python":
-            return f"(?:\\{node.number})" if node.number < 100 else f"(?:(?P={node.number}))"
+            return f"(?{'i' if node.caseless else ''}:\\{node.number})"
         self.inexact.append("backreference")
         body = self.bodies.get(node.number)
         if body is None or in_copy:
