@@ -1,14 +1,14 @@
 """SecLang transformations (``t:name``): the functions a rule applies to a value before its operator sees it.
 
 Each transformation maps bytes to bytes exactly as libmodsecurity 3.0.9 does, quirks included, because the Core Rule
-Set's detection (and its regression suite) was tuned against that behaviour: ``sqlHexDecode`` drops the last byte of
-its input, ``cssDecode`` and ``base64Decode`` stop at the first NUL, ``removeComments`` keeps the byte after a
-comment's end even when that byte is the C string terminator, ``utf8toUnicode`` drops NULs. No Python library
-implements these decoders, so they are written here by hand: a regular expression with a replacement function where
-the C code is a left-to-right scan that never looks back (``urlDecodeUni``, ``jsDecode``, ``htmlEntityDecode``,
-...), a port of the state machine where it does (``normalizePath``, ``sqlHexDecode``, ``removeComments``), and a
-fast path that returns the value untouched when the bytes a decoder reacts to are absent, since every request runs
-them on every argument.
+Set's detection (and its regression suite) was tuned against that behaviour: ``sqlHexDecode`` never copies the last
+byte of its input, ``cssDecode`` and ``base64Decode`` stop at the first NUL, ``removeComments`` keeps the byte after
+a comment's end even when that byte is the C string terminator, ``utf8toUnicode`` drops NULs, ``removeWhitespace``
+deletes 0xc2. No Python library implements these decoders, so they are written here by hand: a split on ``%`` or a
+regular expression with a replacement function where the C code is a left-to-right scan that never looks back
+(``urlDecodeUni``, ``jsDecode``, ``htmlEntityDecode``, ...), a port of the loop where it does (``normalizePath``,
+``sqlHexDecode``, ``removeComments``), and a fast path that returns the value untouched when the bytes a decoder
+reacts to are absent, since every request runs them on every argument.
 
 ``urlDecodeUni`` decodes ``%uXXXX`` through code page 20127 of ModSecurity's ``unicode.mapping``
 (``unicode_map.toml`` beside this module), as ``modsecurity.conf-recommended`` configures it.
@@ -34,7 +34,6 @@ UNICODE_MAP_FILE = Path(__file__).with_name("unicode_map.toml")
 
 # C's isspace() in the "C" locale, which is what libmodsecurity's decoders test.
 _C_SPACE = b" \t\n\v\f\r"
-_NBSP = 0xA0
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 
 
@@ -226,24 +225,28 @@ def _base64_decode_ext(value: bytes) -> bytes:
 
 # --- URL, JavaScript, CSS, HTML, C escapes --------------------------------------------------------------------------
 
-_URL_ESCAPE = re.compile(rb"%([0-9a-fA-F]{2})|\+")
-
-
-def _url_escape_byte(match: re.Match[bytes]) -> bytes:
-    digits = match.group(1)
-    if digits is None:
-        return b" "
-    return bytes([int(digits, 16)])
+# Every "XX" of two hex digits, either case, to its byte.
+_HEX_PAIRS = {bytes([a, b]): bytes([int(bytes([a, b]), 16)]) for a in _HEX_DIGITS for b in _HEX_DIGITS}
 
 
 def _url_decode(value: bytes) -> bytes:
-    """``%XX`` to its byte and ``+`` to a space; a ``%`` not followed by two hex digits stays as it is."""
-    if b"%" not in value and b"+" not in value:
+    """``%XX`` to its byte and ``+`` to a space; a ``%`` not followed by two hex digits stays as it is. (Turning
+    ``+`` into spaces first is safe: a decoded byte is never decoded again.)"""
+    if b"+" in value:
+        value = value.replace(b"+", b" ")
+    if b"%" not in value:
         return value
-    return _URL_ESCAPE.sub(_url_escape_byte, value)
-
-
-_URL_ESCAPE_UNI = re.compile(rb"%[uU]([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\+")
+    head, *escapes = value.split(b"%")
+    out = bytearray(head)
+    for escape in escapes:
+        byte = _HEX_PAIRS.get(escape[:2])
+        if byte is None:
+            out += b"%"
+            out += escape
+        else:
+            out += byte
+            out += escape[2:]
+    return bytes(out)
 
 
 def _unicode_escape_byte(code: int) -> int:
@@ -256,21 +259,33 @@ def _unicode_escape_byte(code: int) -> int:
     return low
 
 
-def _url_uni_escape_byte(match: re.Match[bytes]) -> bytes:
-    unicode_digits, digits, _ = match.group(1, 2, 0)
-    if unicode_digits is not None:
-        return bytes([_unicode_escape_byte(int(unicode_digits, 16))])
-    if digits is not None:
-        return bytes([int(digits, 16)])
-    return b" "
-
-
 def _url_decode_uni(value: bytes) -> bytes:
     """``urlDecode`` plus IIS's ``%uXXXX``: one byte, through the code page 20127 map, else the low byte (full-width
     ASCII shifted back to ASCII). An invalid ``%u`` escape stays as it is."""
-    if b"%" not in value and b"+" not in value:
+    if b"+" in value:
+        value = value.replace(b"+", b" ")
+    if b"%" not in value:
         return value
-    return _URL_ESCAPE_UNI.sub(_url_uni_escape_byte, value)
+    head, *escapes = value.split(b"%")
+    out = bytearray(head)
+    for escape in escapes:
+        if escape[:1] in (b"u", b"U"):
+            digits = escape[1:5]
+            if len(digits) == 4 and _HEX_DIGITS.issuperset(digits):
+                out.append(_unicode_escape_byte(int(digits, 16)))
+                out += escape[5:]
+            else:
+                out += b"%"
+                out += escape
+            continue
+        byte = _HEX_PAIRS.get(escape[:2])
+        if byte is None:
+            out += b"%"
+            out += escape
+        else:
+            out += byte
+            out += escape[2:]
+    return bytes(out)
 
 
 _C_ESCAPES = {ord("a"): 0x07, ord("b"): 0x08, ord("f"): 0x0C, ord("n"): 0x0A, ord("r"): 0x0D, ord("t"): 0x09}
@@ -380,8 +395,8 @@ def _escape_seq_decode(value: bytes) -> bytes:
 
 
 def _sql_hex_decode(value: bytes) -> bytes:
-    """``0xHHHH...`` to bytes. A port of the C loop, whose counter stops it one byte early: the last byte of the
-    input is never copied, and the result ends at its first NUL."""
+    """``0xHHHH...`` to bytes (``0x`` without two hex digits after it stays). A port of the C loop, whose counter
+    stops it one byte early (``abc`` gives ``ab``), and whose result ends at its first NUL."""
     size = len(value)
     if size == 0:
         return b""
@@ -462,7 +477,7 @@ def _replace_comments(value: bytes) -> bytes:
 
 # --- command lines and paths ----------------------------------------------------------------------------------------
 
-_CMD_LOWER_DELETE = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_ASCII_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
 _CMD_SEPARATORS = re.compile(rb"[ ,;\t\r\n]+")
 _CMD_SPACE_BEFORE = re.compile(rb" (?=[/(])")
 
@@ -470,7 +485,7 @@ _CMD_SPACE_BEFORE = re.compile(rb" (?=[/(])")
 def _cmd_line(value: bytes) -> bytes:
     """Deletes ``\\ " ' ^``, turns each run of spaces, tabs, CR, LF, commas and semicolons into one space, drops
     a space before ``/`` or ``(``, and lower-cases ASCII letters."""
-    value = value.translate(_CMD_LOWER_DELETE, b"\\\"'^")
+    value = value.translate(_ASCII_LOWER, b"\\\"'^")
     value = _CMD_SEPARATORS.sub(b" ", value)
     return _CMD_SPACE_BEFORE.sub(b"", value)
 
@@ -548,14 +563,26 @@ def _normalize_path_bytes(value: bytes, windows: bool) -> bytes:
     return bytes(buf[:dst])
 
 
+def _is_normal_path(value: bytes) -> bool:
+    # Nothing for the normaliser to do: no empty segment, no segment that starts with "." (after a slash, or at the
+    # start) and none that ends with "..", which the C code also takes for a back-reference ("a../" goes up).
+    return (
+        b"//" not in value
+        and b"/." not in value
+        and b"../" not in value
+        and not value.startswith(b".")
+        and not value.endswith(b"..")
+    )
+
+
 def _normalize_path(value: bytes) -> bytes:
-    if b"/" not in value and b"." not in value:
+    if _is_normal_path(value):
         return value
     return _normalize_path_bytes(value, windows=False)
 
 
 def _normalize_path_win(value: bytes) -> bytes:
-    if b"/" not in value and b"." not in value and b"\\" not in value:
+    if b"\\" not in value and _is_normal_path(value):
         return value
     return _normalize_path_bytes(value, windows=True)
 
