@@ -220,3 +220,56 @@ def test_matched_vars_of_a_chain() -> None:
     result = evaluate(rules, request(b"/?x=a&y=a"))
     assert result.fired_ids == {1}
     assert result.tx["names"] == b"ARGS:y"
+
+
+def json_request(body: bytes, content_type: bytes = b"application/json") -> HttpRequest:
+    headers = ((b"Host", b"x"), (b"Content-Type", content_type), (b"Content-Length", str(len(body)).encode()))
+    return HttpRequest(method=b"POST", target=b"/", protocol=b"HTTP/1.1", headers=headers, body=body)
+
+
+@pytest.mark.parametrize(
+    ("rules", "fired"),
+    [
+        ('SecRule REQUEST_BODY "@rx attack" "id:1,phase:2,pass"', frozenset()),
+        (
+            'SecAction "id:2,phase:1,pass,nolog,ctl:forceRequestBodyVariable=On"\n'
+            'SecRule REQUEST_BODY "@rx attack" "id:1,phase:2,pass"',
+            {1},
+        ),
+        ('SecRule ARGS:json.a "@rx attack" "id:1,phase:2,pass"', {1}),
+    ],
+)
+def test_json_body(rules: str, fired: set[int]) -> None:
+    assert evaluate(rules, json_request(b'{"a": "attack"}')).fired_ids == fired
+
+
+def test_ctl_request_body_processor() -> None:
+    rules = (
+        'SecRule REQUEST_HEADERS:Content-Type "@rx ^text/plain" '
+        '"id:2,phase:1,pass,nolog,ctl:requestBodyProcessor=JSON"\n'
+        'SecRule ARGS:json.a "@rx attack" "id:1,phase:2,pass"'
+    )
+    assert evaluate(rules, json_request(b'{"a": "attack"}', b"text/plain")).fired_ids == {1}
+
+
+CRS_RULES = Path("/usr/share/modsecurity-crs/rules")
+
+
+@pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed")
+@pytest.mark.parametrize(
+    ("paranoia_level", "url", "fired", "blocked"),
+    [
+        ("1", b"/?id=1%27%20or%20%271%27%3D%271", {942100, 949110}, True),
+        ("1", b"/?q=hello%20world", frozenset(), False),
+        ("1", b"/?file=../../etc/passwd", {930100, 930110, 930120, 949110}, True),
+    ],
+)
+def test_crs_anomaly_scoring(paranoia_level: str, url: bytes, fired: set[int], blocked: bool) -> None:
+    from edgeplane.seclang.engine import load_crs
+
+    engine = load_crs(CRS_RULES)
+    http = request(url, headers=((b"Host", b"localhost"), (b"User-Agent", b"test"), (b"Accept", b"*/*")))
+    result = engine.evaluate(http, tx={"crs_setup_version": "334", "paranoia_level": paranoia_level})
+    assert fired <= result.fired_ids if fired else result.fired_ids == frozenset()
+    assert (result.interrupted_by == 949110) is blocked
+    assert (result.anomaly_score >= 5) is blocked
