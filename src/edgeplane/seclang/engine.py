@@ -167,6 +167,9 @@ class _Target:
     selector: _Selector | None
     counted: bool
     text: str
+    exclusions: tuple[_Selector | None, ...]  # the rule's "!" targets of this collection
+    name: bytes  # b"ARGS"
+    prefix: bytes  # b"ARGS:"
 
 
 @dataclass(slots=True)
@@ -176,7 +179,6 @@ class _Rule:
     rule_id: int | None
     source: str
     targets: tuple[_Target, ...]
-    exclusions: tuple[tuple[str, _Selector | None], ...]
     pipeline: tuple[Callable[[bytes], bytes], ...]
     pipeline_key: tuple[str, ...]
     operator: Operator | None
@@ -301,9 +303,13 @@ def _compile_chain(rule: SecRule, data_dir: Path) -> _Rule:
 def _compile_link(
     rule: SecRule, actions: RuleActions, chained: _Rule | None, starter: RuleActions, data_dir: Path
 ) -> _Rule:
-    targets = tuple(_compile_target(target, rule.source) for target in rule.targets if not target.excluded)
     exclusions = tuple(
         (target.collection, _compile_selector(target, rule.source)) for target in rule.targets if target.excluded
+    )
+    targets = tuple(
+        _compile_target(target, rule.source, tuple(sel for coll, sel in exclusions if coll == target.collection))
+        for target in rule.targets
+        if not target.excluded
     )
     pipeline = tuple(transformation(name) for name in actions.transformations)
     operator: Operator | None = None
@@ -323,7 +329,6 @@ def _compile_link(
         rule_id=starter.rule_id,
         source=rule.source,
         targets=targets,
-        exclusions=exclusions,
         pipeline=pipeline,
         pipeline_key=tuple(name.lower() for name in actions.transformations)
         + (("+multi",) if actions.multi_match else ()),
@@ -346,8 +351,11 @@ def _always_matches(value: bytes) -> Captures | None:
     return (value,)
 
 
-def _compile_target(target: Target, source: str) -> _Target:
-    return _Target(target.collection, _compile_selector(target, source), target.counted, str(target))
+def _compile_target(target: Target, source: str, exclusions: tuple[_Selector | None, ...]) -> _Target:
+    name = target.collection.encode("ascii")
+    return _Target(
+        target.collection, _compile_selector(target, source), target.counted, str(target), exclusions, name, name + b":"
+    )
 
 
 def _compile_selector(target: Target, source: str) -> _Selector | None:
@@ -405,11 +413,16 @@ class _Transaction:
     memo: dict[tuple[tuple[str, ...], bytes], Sequence[bytes]] = field(default_factory=dict)
     current: _Rule | None = None
     force_request_body: bool = False
+    # Request collections and their key indexes, valid for one phase (the body processor may change in phase 1).
+    collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
+    index_cache: dict[str, dict[bytes, list[tuple[bytes, bytes]]]] = field(default_factory=dict)
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
     def run_phase(self, phase: int, program: _Program) -> None:
         self.phase = phase
+        self.collection_cache.clear()
+        self.index_cache.clear()
         skip_to: str | None = None
         skip_next = 0
         for item in program:
@@ -538,15 +551,16 @@ class _Transaction:
     # -- variables -------------------------------------------------------------------------------------------------
 
     def _values(self, rule: _Rule) -> list[tuple[bytes, bytes]]:
-        removed = self._removed_targets(rule)
+        removed = self._removed_targets(rule) if self.removed_targets_by_id or self.removed_targets_by_tag else ()
         values: list[tuple[bytes, bytes]] = []
         for target in rule.targets:
-            if any(coll == target.collection and sel is None for coll, sel in removed):
-                continue
+            exclusions = target.exclusions
+            if removed:
+                if any(coll == target.collection and sel is None for coll, sel in removed):
+                    continue
+                exclusions = exclusions + tuple(sel for coll, sel in removed if coll == target.collection)
             pairs = self._pairs(target.collection, target.selector)
-            exclusions = [sel for coll, sel in rule.exclusions if coll == target.collection]
-            exclusions += [sel for coll, sel in removed if coll == target.collection]
-            if exclusions:
+            if exclusions and pairs:
                 pairs = [
                     (key, value)
                     for key, value in pairs
@@ -556,7 +570,7 @@ class _Transaction:
                 values.append((target.text.encode("utf-8"), str(len(pairs)).encode("ascii")))
                 continue
             for key, value in pairs:
-                values.append((_variable_name(target.collection, key), value))
+                values.append((target.prefix + key if key else target.name, value))
         return values
 
     def _removed_targets(self, rule: _Rule) -> list[tuple[str, _Selector | None]]:
@@ -569,9 +583,13 @@ class _Transaction:
         return removed
 
     def _pairs(self, collection: str, selector: _Selector | None) -> Sequence[tuple[bytes, bytes]]:
-        pairs: Sequence[tuple[bytes, bytes]]
+        literal = selector.literal if selector is not None else None
         if collection in self.collections:
-            pairs = [(key.encode("latin-1"), value) for key, value in self.collections[collection].items()]
+            store = self.collections[collection]
+            if literal is not None:
+                value = store.get(literal.decode("latin-1"))
+                return ((literal, value),) if value is not None else ()
+            pairs: Sequence[tuple[bytes, bytes]] = [(key.encode("latin-1"), value) for key, value in store.items()]
         elif collection in _MATCHED:
             pairs = self._matched_pairs(collection)
         elif collection == "XML":
@@ -583,10 +601,28 @@ class _Transaction:
         else:
             if self.phase == 1:
                 collection = _PHASE1_FALLBACK.get(collection, collection)
-            pairs = self.variables.collection(collection)
+            if literal is not None:
+                return self._index(collection).get(literal, ())
+            pairs = self._collection(collection)
         if selector is None:
             return pairs
         return [(key, value) for key, value in pairs if selector.matches(key)]
+
+    def _collection(self, collection: str) -> Sequence[tuple[bytes, bytes]]:
+        pairs = self.collection_cache.get(collection)
+        if pairs is None:
+            pairs = self.collection_cache[collection] = self.variables.collection(collection)
+        return pairs
+
+    def _index(self, collection: str) -> dict[bytes, list[tuple[bytes, bytes]]]:
+        """The members of a request collection by lower-case key (built once per phase)."""
+        index = self.index_cache.get(collection)
+        if index is None:
+            index = {}
+            for key, value in self._collection(collection):
+                index.setdefault(key.lower(), []).append((key, value))
+            self.index_cache[collection] = index
+        return index
 
     def _hidden(self, collection: str) -> bool:
         """Whether a collection is empty at this point: body collections before phase 2, and REQUEST_BODY when a
@@ -659,6 +695,8 @@ class _Transaction:
             self.removed_targets_by_tag.append((value, collection, selector))
         elif option == "requestbodyprocessor":
             self.variables.set_body_processor(value.upper())
+            self.collection_cache.clear()
+            self.index_cache.clear()
         elif option == "forcerequestbodyvariable":
             self.force_request_body = value.lower() == "on"
         elif option == "ruleengine":
@@ -670,12 +708,6 @@ class _Transaction:
             elif mode == "on":
                 self.mode = "On"
         # auditEngine, auditLogParts, forceRequestBodyVariable, requestBodyAccess...: nothing to evaluate.
-
-
-def _variable_name(collection: str, key: bytes) -> bytes:
-    if not key:
-        return collection.encode("ascii")
-    return collection.encode("ascii") + b":" + key
 
 
 def _text(value: bytes) -> str:
