@@ -26,8 +26,9 @@ XML: Final = "XML"
 JSON: Final = "JSON"
 BODY_PROCESSORS: Final = frozenset({URLENCODED, MULTIPART, XML, JSON})
 
-JSON_DEPTH_LIMIT: Final = 512
-"""SecRequestBodyJsonDepthLimit of ModSecurity's recommended configuration: deeper nesting is a body error."""
+JSON_DEPTH_LIMIT: Final = 10000
+"""Nesting deeper than this is a body error. ModSecurity 3.0.9 has no such limit (SecRequestBodyJsonDepthLimit came
+later); this bound only keeps a hostile body from costing unbounded work, far above any real document."""
 
 Pairs = tuple[tuple[bytes, bytes], ...]
 
@@ -84,10 +85,6 @@ class JsonBody:
     error: bytes | None = None
 
 
-class _Number(str):
-    """A JSON number kept as the text the client sent (ModSecurity passes ``2.50`` on as ``2.50``)."""
-
-
 class _Object(list[tuple[str, object]]):
     """A JSON object as its members in order, duplicates kept."""
 
@@ -118,19 +115,30 @@ def _scalar(value: object) -> bytes:
     return _utf8(str(value))
 
 
-def _flatten(value: object, key: bytes, depth: int, out: list[tuple[bytes, bytes]], depth_limit: int) -> None:
-    if isinstance(value, _Object):
-        if depth >= depth_limit:
-            raise _DepthExceeded
-        for name, member in value:
-            _flatten(member, key + b"." + (_utf8(name) if name else b"empty-key"), depth + 1, out, depth_limit)
-    elif isinstance(value, list):
-        if depth >= depth_limit:
-            raise _DepthExceeded
-        for index, member in enumerate(value):
-            _flatten(member, key + b".array_%d" % index, depth + 1, out, depth_limit)
-    else:
-        out.append((key, _scalar(value)))
+def _members(container: list[object]) -> Iterator[tuple[bytes, object]]:
+    if isinstance(container, _Object):
+        return ((_utf8(name) if name else b"empty-key", value) for name, value in container)
+    return ((b"array_%d" % index, value) for index, value in enumerate(container))
+
+
+def _flatten(document: object, depth_limit: int, out: list[tuple[bytes, bytes]]) -> None:
+    """Append the arguments of a parsed document in document order; raises _DepthExceeded."""
+    if not isinstance(document, list):
+        out.append((b"json", _scalar(document)))
+        return
+    stack: list[tuple[bytes, Iterator[tuple[bytes, object]]]] = [(b"json", _members(document))]
+    while stack:
+        prefix, members = stack[-1]
+        for suffix, value in members:
+            key = prefix + b"." + suffix
+            if isinstance(value, list):
+                if len(stack) >= depth_limit:
+                    raise _DepthExceeded
+                stack.append((key, _members(value)))
+                break
+            out.append((key, _scalar(value)))
+        else:
+            stack.pop()
 
 
 def _reject_constant(name: str) -> object:
@@ -145,20 +153,24 @@ def parse_json(body: bytes, *, depth_limit: int = JSON_DEPTH_LIMIT) -> JsonBody:
     body is no error."""
     if not body:
         return JsonBody(())
-    text = body.decode("utf-8", "surrogateescape")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as failure:
+        valid = _parse_json_partially(body[: failure.start].decode("utf-8"), depth_limit)
+        return JsonBody(valid.arguments, b"JSON parsing error: lexical error: invalid bytes in UTF8 string.")
     out: list[tuple[bytes, bytes]] = []
     try:
         document = json.loads(
             text,
             object_pairs_hook=_Object,
-            parse_float=_Number,
-            parse_int=_Number,
+            parse_float=str,  # numbers stay as sent: 2.50, 1E400
+            parse_int=str,
             parse_constant=_reject_constant,
         )
     except (ValueError, RecursionError, _JsonSyntaxError):
         return _parse_json_partially(text, depth_limit)
     try:
-        _flatten(document, b"json", 0, out, depth_limit)
+        _flatten(document, depth_limit, out)
     except _DepthExceeded:
         return JsonBody(tuple(out), b"JSON depth limit exceeded")
     return JsonBody(tuple(out))
@@ -335,7 +347,17 @@ class _MultipartError(Exception):
 
 
 class _Part:
-    __slots__ = ("data", "filename", "header_lines", "headers", "is_file", "last_header", "name", "size")
+    __slots__ = (
+        "data",
+        "filename",
+        "header_index",
+        "header_lines",
+        "headers",
+        "is_file",
+        "last_header",
+        "name",
+        "size",
+    )
 
     def __init__(self) -> None:
         self.name = b""
@@ -343,6 +365,7 @@ class _Part:
         self.is_file = False
         self.headers: dict[bytes, list[bytes]] = {}  # lower-case name -> [name as sent, value]
         self.header_lines: list[bytes] = []
+        self.header_index: dict[bytes, int] = {}
         self.last_header = b""
         self.data: list[bytes] = []
         self.size = 0
@@ -384,8 +407,11 @@ class _MultipartParser:
         self.boundaries = 0
         self.complete = False
         self.pending_line_end = b""
+        self.message: bytes | None = None  # the last error message; a part header error does not stop parsing
+        self.tail: bytes | None = None  # the unterminated last line, if the line before it ended
 
     def feed(self, body: bytes) -> None:
+        """Parse every complete line of ``body``; raises _MultipartError on an error that stops parsing."""
         contains_line = True
         consumed = 0
         for line, filled in _lines(body):
@@ -395,21 +421,30 @@ class _MultipartParser:
             if self.complete and consumed < len(body):
                 self.flags["MULTIPART_DATA_AFTER"] = 1
                 return
-        rest = body[consumed:]
-        if not self.complete and contains_line and rest == b"--" + self.boundary + b"--":
-            # The final boundary may end the body without a line ending.
+        self.tail = body[consumed:] if contains_line else None
+
+    def finish(self) -> None:
+        """End of the body: the final boundary may end it without a line ending; without one the body is
+        incomplete (an error, and no part is reported)."""
+        if self.complete:
+            return
+        if self.boundaries and self.tail == b"--" + self.boundary + b"--":
             self._finish_part()
             self.complete = True
-        if not self.complete:
-            if self.boundaries:
-                raise _MultipartError("Multipart: Final boundary missing.")
-            raise _MultipartError("Multipart: No boundaries found in payload.")
+        elif self.boundaries:
+            self.message = b"Multipart: Final boundary missing."
+        else:
+            self.message = b"Multipart: No boundaries found in payload."
 
     def _line(self, line: bytes, filled: bool, contains_line: bool) -> None:
         text = line.split(b"\0", 1)[0]  # boundary tests read the line as a C string
         boundary = self.boundary
         if contains_line and len(text) > 3 and text.startswith(b"--"):
-            if text.startswith(boundary, 2):
+            if text.startswith(boundary, 2) and self.part is not None and not self.in_data:
+                # ModSecurity 3.0.9: a boundary while a part's headers are still open does not end the part; the
+                # line is read as one more header line.
+                self.flags["MULTIPART_INVALID_PART"] = 1
+            elif text.startswith(boundary, 2):
                 if self.boundaries:
                     self.flags["MULTIPART_UNMATCHED_BOUNDARY"] = 2
                 end = text[2 + len(boundary) :]
@@ -430,12 +465,13 @@ class _MultipartParser:
                     self.pending_line_end = b""
                 self.boundaries += 1
                 return
-            if self.flags["MULTIPART_BOUNDARY_QUOTED"] and text.startswith(b'"' + boundary, 2):
-                raise _MultipartError("Multipart: Invalid boundary (quotes).")
-            stripped = text[2:].lstrip(_C_SPACE)
-            if len(stripped) != len(text) - 2 and stripped.startswith(boundary):
-                raise _MultipartError("Multipart: Invalid boundary (whitespace).")
-            self.flags["MULTIPART_UNMATCHED_BOUNDARY"] = 1
+            else:
+                if self.flags["MULTIPART_BOUNDARY_QUOTED"] and text.startswith(b'"' + boundary, 2):
+                    raise _MultipartError("Multipart: Invalid boundary (quotes).")
+                stripped = text[2:].lstrip(_C_SPACE)
+                if len(stripped) != len(text) - 2 and stripped.startswith(boundary):
+                    raise _MultipartError("Multipart: Invalid boundary (whitespace).")
+                self.flags["MULTIPART_UNMATCHED_BOUNDARY"] = 1
         elif contains_line and b"--" + boundary in line:
             self.flags["MULTIPART_UNMATCHED_BOUNDARY"] = 1
         if self.part is None:
@@ -447,9 +483,15 @@ class _MultipartParser:
         else:
             self._data_line(self.part, line)
 
+    def _soft_error(self, message: str | bytes) -> None:
+        self.message = message.encode("latin-1") if isinstance(message, str) else message
+
     def _header_line(self, part: _Part, line: bytes) -> None:
+        """One line of a part's headers. Its errors are soft, as in ModSecurity 3.0.9: they set the error message
+        (REQBODY_ERROR) but parsing goes on with the next line, still in the part's headers."""
         if b"\0" in line:
-            raise _MultipartError("Multipart: Nul byte in part headers.")
+            self._soft_error("Multipart: Nul byte in part headers.")
+            return
         if len(line) > 1 and line[-2] == 0x0D:
             self.flags["_CRLF_LINE"] = 1
         else:
@@ -457,17 +499,19 @@ class _MultipartParser:
         if line in (b"\r\n", b"\n"):
             disposition = part.headers.get(b"content-disposition")
             if disposition is None:
-                raise _MultipartError("Multipart: Part missing Content-Disposition header.")
+                self._soft_error("Multipart: Part missing Content-Disposition header.")
+                return
             code = self._content_disposition(part, disposition[1])
             if code < 0:
-                raise _MultipartError(
-                    b"Multipart: Invalid Content-Disposition header (%d): %s" % (code, disposition[1])
-                )
+                self._soft_error(b"Multipart: Invalid Content-Disposition header (%d): %s" % (code, disposition[1]))
+                return
             if not part.name:
-                raise _MultipartError("Multipart: Content-Disposition header missing name field.")
+                self._soft_error("Multipart: Content-Disposition header missing name field.")
+                return
             if part.filename:
                 if b"filename=" not in disposition[1]:
-                    raise _MultipartError("Multipart: Invalid Content-Disposition header (filename).")
+                    self._soft_error("Multipart: Invalid Content-Disposition header (filename).")
+                    return
                 part.is_file = True
             self.in_data = True
             part.last_header = b""
@@ -478,23 +522,29 @@ class _MultipartParser:
             if line[:prefix_length].strip(b" \t"):
                 self.flags["MULTIPART_INVALID_HEADER_FOLDING"] = 1
             if not part.last_header:
-                raise _MultipartError("Multipart: Invalid part header (folding error).")
+                self._soft_error("Multipart: Invalid part header (folding error).")
+                return
             header = part.headers[part.last_header]
             header[1] = header[1] + b" " + line[prefix_length:].rstrip(b"\r\n")
-            part.header_lines.append(line)
+            # The part's header line becomes the unfolded header, without a line ending.
+            part.header_lines[part.header_index[part.last_header]] = header[0] + b": " + header[1]
             if len(header[1]) > _MULTIPART_LINE:
-                raise _MultipartError("Multipart: Part header too long.")
+                self._soft_error("Multipart: Part header too long.")
+                return
             return
         name, colon, value = line.partition(b":")
         if not colon:
-            raise _MultipartError(b"Multipart: Invalid part header (colon missing): " + line)
+            self._soft_error(b"Multipart: Invalid part header (colon missing): " + line)
+            return
         if not name:
-            raise _MultipartError("Multipart: Invalid part header (header name missing).")
+            self._soft_error("Multipart: Invalid part header (header name missing).")
+            return
         key = name.lower()
         if key in part.headers:
-            raise _MultipartError(b"Multipart: Duplicate part header: " + name + b".")
+            return  # ModSecurity ignores the line without an error message
         part.headers[key] = [name, value.lstrip(b" \t").rstrip(b"\r\n")]
         part.last_header = key
+        part.header_index[key] = len(part.header_lines)
         part.header_lines.append(line)
 
     def _content_disposition(self, part: _Part, value: bytes) -> int:
@@ -669,7 +719,7 @@ def _boundary_parameters(text: bytes) -> int:
 
 
 def parse_multipart(content_type: bytes, body: bytes) -> MultipartBody:
-    """Parse a multipart/form-data body with the boundary of ``content_type`` (the first Content-Type header).
+    """Parse a multipart/form-data body with the boundary of ``content_type`` (the request's Content-Type).
 
     Parts without a filename are form fields (ARGS_POST), parts with one are files; every header line of each
     complete part is kept (with its line ending) under the part's name. Oddities ModSecurity tolerates raise a flag
@@ -678,17 +728,24 @@ def parse_multipart(content_type: bytes, body: bytes) -> MultipartBody:
     ModSecurity, no field or file is reported."""
     flags = dict.fromkeys(MULTIPART_FLAGS, 0)
     flags["_CRLF_LINE"] = 0
-    error: bytes | None = None
+    hard_error = False
     parser: _MultipartParser | None = None
+    message: bytes | None = None
     try:
         boundary = _multipart_boundary(content_type, flags)
         parser = _MultipartParser(boundary, flags)
         if body:
             parser.feed(body)
     except _MultipartError as failure:
-        error = failure.message
+        hard_error = True
+        message = failure.message
+        if parser is not None:
+            parser.message = message
+    if parser is not None and body:
+        parser.finish()
+        message = parser.message
     flags["MULTIPART_CRLF_LF_LINES"] = int(bool(flags["_CRLF_LINE"] and flags["MULTIPART_LF_LINE"]))
-    strict = error is not None or any(
+    strict = hard_error or any(
         flags[name]
         for name in MULTIPART_FLAGS
         if name not in ("MULTIPART_UNMATCHED_BOUNDARY", "MULTIPART_CRLF_LF_LINES", "MULTIPART_STRICT_ERROR")
@@ -697,11 +754,13 @@ def parse_multipart(content_type: bytes, body: bytes) -> MultipartBody:
     del flags["_CRLF_LINE"]
     variables = {name: str(value).encode() for name, value in flags.items()}
     if parser is None:
-        return MultipartBody(flags=variables, error=error)
+        return MultipartBody(flags=variables, error=message)
     part_headers = tuple((part.name, line) for part in parser.parts for line in part.header_lines)
     names, filenames = tuple(parser.names), tuple(parser.filenames)
-    if error is not None:
-        return MultipartBody(part_headers=part_headers, names=names, filenames=filenames, flags=variables, error=error)
+    if not parser.complete:
+        return MultipartBody(
+            part_headers=part_headers, names=names, filenames=filenames, flags=variables, error=message
+        )
     return MultipartBody(
         arguments=tuple((part.name, b"".join(part.data)) for part in parser.parts if not part.is_file),
         files=tuple(FilePart(part.name, part.filename, part.size) for part in parser.parts if part.is_file),
@@ -709,6 +768,7 @@ def parse_multipart(content_type: bytes, body: bytes) -> MultipartBody:
         names=names,
         filenames=filenames,
         flags=variables,
+        error=message,
     )
 
 
@@ -769,9 +829,13 @@ def parse_xml(body: bytes) -> XmlBody:
     open_elements: list[XmlElement] = []
 
     def start(name: str, attributes: list[str]) -> None:
-        element = XmlElement(
-            _utf8(name), [(_utf8(attributes[i]), _utf8(attributes[i + 1])) for i in range(0, len(attributes), 2)]
-        )
+        # Namespace declarations are not attributes in libxml2's tree (XML://@* does not list them).
+        pairs = [
+            (_utf8(attributes[i]), _utf8(attributes[i + 1]))
+            for i in range(0, len(attributes), 2)
+            if attributes[i] != "xmlns" and not attributes[i].startswith("xmlns:")
+        ]
+        element = XmlElement(_utf8(name), pairs)
         if open_elements:
             open_elements[-1].children.append(element)
         elif not root:
@@ -795,7 +859,6 @@ def parse_xml(body: bytes) -> XmlBody:
         raise _EntityDeclared
 
     parser.ordered_attributes = True
-    parser.buffer_text = True
     parser.StartElementHandler = start
     parser.EndElementHandler = end
     parser.CharacterDataHandler = text

@@ -129,8 +129,8 @@ class RequestVariables:
             "REQUEST_BODY_LENGTH": lambda: _scalar(_decimal(len(self._body()))),
             "INBOUND_DATA_ERROR": lambda: _scalar(b"1" if self._body_cut() else b"0"),
             "REQBODY_PROCESSOR": lambda: _scalar(self._body_processor().encode()),
-            "REQBODY_ERROR": lambda: _scalar(b"0" if self._body_error() is None else b"1"),
-            "REQBODY_PROCESSOR_ERROR": lambda: _scalar(b"0" if self._body_error() is None else b"1"),
+            "REQBODY_ERROR": self._body_error_flag,
+            "REQBODY_PROCESSOR_ERROR": self._body_error_flag,
             "REQBODY_ERROR_MSG": lambda: _scalar(self._body_error() or b""),
             "REQBODY_PROCESSOR_ERROR_MSG": lambda: _scalar(self._body_error() or b""),
             "URLENCODED_ERROR": self._urlencoded_error,
@@ -283,8 +283,9 @@ class RequestVariables:
             elif processor == request_body.XML:
                 self._parsed = request_body.parse_xml(body)
             elif processor == request_body.MULTIPART:
+                # With several Content-Type headers libmodsecurity 3.0.9 reads the boundary from the last one.
                 content_types = self._content_types()
-                self._parsed = request_body.parse_multipart(content_types[0] if content_types else b"", body)
+                self._parsed = request_body.parse_multipart(content_types[-1] if content_types else b"", body)
         return self._parsed
 
     def _body_error(self) -> bytes | None:
@@ -296,6 +297,11 @@ class RequestVariables:
         if isinstance(parsed, MultipartBody) and parsed.error is not None:
             return b"Multipart parsing error: " + parsed.error
         return parsed.error
+
+    def _body_error_flag(self) -> Pairs:
+        if isinstance(self._parsed_body(), tuple):
+            return _scalar(b"")  # ModSecurity's urlencoded processor leaves the flag unset
+        return _scalar(b"0" if self._body_error() is None else b"1")
 
     def _multipart(self) -> MultipartBody:
         parsed = self._parsed_body()
