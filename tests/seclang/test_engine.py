@@ -205,6 +205,26 @@ def test_phase_1_does_not_see_the_body() -> None:
 
 
 @pytest.mark.parametrize(("mode", "fired"), [("On", {1}), ("DetectionOnly", {1, 2})])
+def test_allow_stops_without_blocking_when_the_engine_is_on(mode: str, fired: set[int]) -> None:
+    rules = 'SecRule ARGS "@rx a" "id:1,phase:1,allow"\nSecRule ARGS "@rx a" "id:2,phase:2,deny"'
+    result = evaluate(rules, request(b"/?x=a"), mode=mode)
+    assert result.fired_ids == fired
+    assert result.interrupted_by is None
+
+
+def test_anomaly_scores_leave_out_weights() -> None:
+    rules = (
+        'SecAction "id:1,phase:1,pass,nolog,setvar:tx.critical_anomaly_score=5,setvar:tx.anomaly_score_pl1=5,'
+        'setvar:tx.sql_injection_score=5,setvar:tx.anomaly_score=5,setvar:tx.inbound_anomaly_score_threshold=5"'
+    )
+    assert evaluate(rules, request()).anomaly_scores == {
+        "anomaly_score_pl1": 5,
+        "sql_injection_score": 5,
+        "anomaly_score": 5,
+    }
+
+
+@pytest.mark.parametrize(("mode", "fired"), [("On", {1}), ("DetectionOnly", {1, 2})])
 def test_deny_stops_only_when_the_engine_is_on(mode: str, fired: set[int]) -> None:
     rules = 'SecRule ARGS "@rx a" "id:1,phase:1,deny"\nSecRule ARGS "@rx a" "id:2,phase:2,pass"'
     result = evaluate(rules, request(b"/?x=a"), mode=mode)

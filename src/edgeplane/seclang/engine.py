@@ -17,7 +17,8 @@ Semantics follow libmodsecurity 3.0.9 (what CRS 3.3.4 is tested against):
   (``skipAfter``, ``skip``) apply, and the starter is logged unless ``nolog`` (``log`` is the default, as in CRS's
   ``SecDefaultAction``);
 - ``block`` means the default disruptive action, ``pass`` in CRS's anomaly scoring mode; ``deny``/``drop`` stop
-  the evaluation only when the engine mode is ``On`` (CRS's regression suite runs ``DetectionOnly``);
+  the evaluation (and are reported as ``interrupted_by``), ``allow`` stops it without blocking, only when the
+  engine mode is ``On`` (CRS's regression suite runs ``DetectionOnly``);
 - in phase 1 the body is not read yet: ``ARGS`` / ``ARGS_NAMES`` hold the query's arguments only and body
   collections are empty; ``IP``/``GLOBAL``/``SESSION``/``USER``/``RESOURCE`` start empty for each request (nothing
   persists between requests, so CRS's DoS rules never fire).
@@ -88,6 +89,9 @@ _BODY_COLLECTIONS = frozenset(
     }
 )
 _STRUCTURED_PROCESSORS = frozenset({b"XML", b"JSON", b"MULTIPART"})
+_SCORE_WEIGHTS = frozenset(
+    {"critical_anomaly_score", "error_anomaly_score", "warning_anomaly_score", "notice_anomaly_score"}
+)
 _PHASE1_FALLBACK = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
 
 
@@ -134,11 +138,13 @@ class Evaluation:
 
     @property
     def anomaly_scores(self) -> dict[str, int]:
-        """Every TX variable whose name ends in ``_score`` or holds ``anomaly_score``, as integers."""
+        """CRS's scores as integers: ``anomaly_score``, ``anomaly_score_pl1``..``4``, ``inbound_anomaly_score`` and
+        the per-family ``*_score`` (``sql_injection_score``, ``xss_score``, ``rce_score``...); not the weights
+        (``critical_anomaly_score``...) nor the thresholds."""
         return {
             name: self.tx_integer(name)
             for name in self.tx
-            if name.endswith("_score") or "anomaly_score" in name or name.endswith("_score_pl")
+            if (name.endswith("_score") or "_score_pl" in name) and name not in _SCORE_WEIGHTS
         }
 
 
@@ -234,7 +240,7 @@ class RuleEngine:
         for name, value in (tx or {}).items():
             transaction.collections["TX"][name.lower()] = value.encode("utf-8") if isinstance(value, str) else value
         for phase in (1, 2):
-            if transaction.mode == "Off" or transaction.interrupted_by is not None:
+            if transaction.mode == "Off" or transaction.stopped:
                 break
             transaction.run_phase(phase, self._phases.get(phase, ()))
         return Evaluation(tuple(transaction.matches), dict(transaction.collections["TX"]), transaction.interrupted_by)
@@ -403,6 +409,7 @@ class _Transaction:
     collections: dict[str, dict[str, bytes]] = field(default_factory=lambda: {n: {} for n in _PER_REQUEST_COLLECTIONS})
     matches: list[RuleMatch] = field(default_factory=list)
     interrupted_by: int | None = None
+    stopped: bool = False  # a deny, drop or allow ended the evaluation (engine mode On)
     matched_var: tuple[bytes, bytes] | None = None
     matched_vars: list[tuple[bytes, bytes]] = field(default_factory=list)
     removed_ids: set[int] = field(default_factory=set)
@@ -445,7 +452,7 @@ class _Transaction:
             if not self._evaluate(item):
                 continue
             self._record(item)
-            if self.interrupted_by is not None:
+            if self.stopped:
                 return
             if item.actions.skip_after is not None:
                 skip_to = item.actions.skip_after
@@ -478,8 +485,11 @@ class _Transaction:
                     disruptive=disruptive,
                 )
             )
-        if disruptive in ("deny", "drop") and self.mode == "On" and rule.rule_id is not None:
+        if self.mode == "On" and disruptive in ("deny", "drop") and rule.rule_id is not None:
             self.interrupted_by = rule.rule_id
+            self.stopped = True
+        elif self.mode == "On" and disruptive == "allow":
+            self.stopped = True
 
     # -- one rule --------------------------------------------------------------------------------------------------
 
