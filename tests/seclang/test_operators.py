@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libinjection  # type: ignore[import-not-found]
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from edgeplane.seclang.operators import (
     OPERATOR_NAMES,
     byte_range,
     compile_operator,
+    compile_phrases,
     pm_file_phrases,
     pm_phrases,
 )
@@ -247,13 +249,32 @@ def test_utf8_validation_agrees_with_python_where_rfc_3629_applies(value: bytes)
         assert (run("validateUtf8Encoding", "", value) is None) == valid
 
 
-@given(st.binary(max_size=30), st.binary(min_size=1, max_size=4))
-def test_pm_finds_any_ascii_phrase_case_insensitively(value: bytes, phrase: bytes) -> None:
-    phrase = bytes(byte & 0x7F for byte in phrase).strip().replace(b"\0", b"")  # an argument holds no NUL
-    if not phrase or len(phrase.split()) != 1:
-        return
-    found = run("pm", phrase.decode("latin-1"), value)
-    assert (found is not None) == (phrase.lower() in value.lower())
+@given(st.binary(max_size=30), st.lists(st.binary(min_size=1, max_size=4), min_size=1, max_size=5))
+def test_phrases_are_found_case_insensitively(value: bytes, phrases: list[bytes]) -> None:
+    found = compile_phrases(phrases)(value)
+    ascii_phrases = [phrase for phrase in phrases if phrase.isascii()]
+    assert (found is not None) == any(phrase.lower() in value.lower() for phrase in ascii_phrases)
+    assert found is None or found[0] in ascii_phrases
+
+
+class _Encoded:
+    """What libinjection-python's functions encode: here, bytes as they are."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def encode(self, *args: object) -> bytes:
+        return self.data
+
+
+_SQL_PIECES = [b"1", b"'", b'"', b" ", b"or", b"and", b"union", b"select", b"=", b"--", b"/*", b"(", b")", b"a", b"#"]
+
+
+@given(st.one_of(st.binary(max_size=40), st.lists(st.sampled_from(_SQL_PIECES), max_size=10).map(b"".join)))
+def test_detect_sqli_agrees_with_libinjection_python(value: bytes) -> None:
+    result = libinjection.is_sql_injection(_Encoded(value))
+    expected = (str(result["fingerprint"]).encode(),) if result["is_sqli"] else None
+    assert run("detectSQLi", "", value) == expected
 
 
 @pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed")

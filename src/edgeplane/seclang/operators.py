@@ -15,6 +15,7 @@ ModSecurity's ``@geoLookup`` fails too, and CRS uses it only to fill GEO for its
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -69,14 +70,24 @@ def compile_regex(pattern: bytes) -> Operator:
     if not pattern:  # ModSecurity compiles an empty pattern as ".*"
         return _unconditional_empty
     translation = translate(pattern)
-    match = _re2_compile(translation.re2, _re2_options())
+    options = _re2_options()
+    test = _re2_compile(translation.re2_test, options)
     groups = min(translation.groups, _MAX_CAPTURES) + 1
     if translation.exact:
+        if groups == 1:
+
+            def search_whole(value: bytes) -> Captures | None:
+                start, end = test(_UNANCHORED, value, 0, len(value))[0]
+                return None if start < 0 else (value[start:end],)
+
+            return search_whole
+        full = _re2_compile(translation.re2, options)
 
         def search(value: bytes) -> Captures | None:
-            spans = match(_UNANCHORED, value, 0, len(value))
-            if spans[0][0] < 0:
+            # Most values do not match: the groupless form answers that, the one with groups runs on a match only.
+            if test(_UNANCHORED, value, 0, len(value))[0][0] < 0:
                 return None
+            spans = full(_UNANCHORED, value, 0, len(value))
             return tuple(b"" if start < 0 else value[start:end] for start, end in spans[:groups])
 
         return search
@@ -84,7 +95,7 @@ def compile_regex(pattern: bytes) -> Operator:
 
     def search_confirmed(value: bytes) -> Captures | None:
         # The RE2 form matches a superset: only values it matches reach the backtracking engine.
-        if match(_UNANCHORED, value, 0, len(value))[0][0] < 0:
+        if test(_UNANCHORED, value, 0, len(value))[0][0] < 0:
             return None
         found = confirm(value)
         if found is None:
@@ -238,11 +249,36 @@ class _Payload:
         return self.data
 
 
-def _detect_sqli(value: bytes) -> Captures | None:
+def _sqli_detector() -> Callable[[bytes], bytes | None]:
+    """``libinjection_sqli(input, length, fingerprint)``, the call ModSecurity makes, from the C library that
+    libinjection-python's extension carries and exports. Its ``is_sql_injection`` gives the same answer but builds a
+    list of token dictionaries per call, which costs three times as much; the binding is used where the symbol is
+    missing. ``PyDLL`` keeps the GIL during the call, so one fingerprint buffer serves every thread."""
+    try:
+        function = ctypes.PyDLL(libinjection.__file__).libinjection_sqli
+    except (OSError, AttributeError):
+        return _sqli_by_binding
+    function.argtypes = (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p)
+    function.restype = ctypes.c_int
+    fingerprint = ctypes.create_string_buffer(8)
+
+    def detect(value: bytes) -> bytes | None:
+        return fingerprint.value if function(value, len(value), fingerprint) else None
+
+    return detect
+
+
+def _sqli_by_binding(value: bytes) -> bytes | None:
     result = libinjection.is_sql_injection(_Payload(value))
-    if not result["is_sqli"]:
-        return None
-    return (str(result["fingerprint"]).encode("latin-1"),)
+    return str(result["fingerprint"]).encode("latin-1") if result["is_sqli"] else None
+
+
+_sqli = _sqli_detector()
+
+
+def _detect_sqli(value: bytes) -> Captures | None:
+    fingerprint = _sqli(value)
+    return None if fingerprint is None else (fingerprint,)
 
 
 def _detect_xss(value: bytes) -> Captures | None:
