@@ -456,6 +456,9 @@ class _MultipartParser:
                 if end not in (b"\r\n", b"\n"):
                     raise _MultipartError(b"Multipart: Invalid boundary: " + text)
                 self.flags["MULTIPART_LF_LINE" if end == b"\n" else "_CRLF_LINE"] = 1
+                if self.in_data and self.pending_line_end:
+                    # The line ending held back before a boundary counts too.
+                    self.flags["MULTIPART_LF_LINE" if self.pending_line_end == b"\n" else "_CRLF_LINE"] = 1
                 self._finish_part()
                 if final:
                     self.complete = True
