@@ -99,7 +99,7 @@ class _JsonSyntaxError(Exception):
 
 def _utf8(text: str) -> bytes:
     try:
-        return text.encode("utf-8", "surrogateescape")
+        return text.encode()
     except UnicodeEncodeError:
         # An escaped lone surrogate (``\\ud800``) has no UTF-8 form; keep its code units as they are.
         return text.encode("utf-8", "surrogatepass")
@@ -115,42 +115,53 @@ def _scalar(value: object) -> bytes:
     return _utf8(str(value))
 
 
-def _members(container: list[object]) -> Iterator[tuple[bytes, object]]:
-    if isinstance(container, _Object):
-        return ((_utf8(name) if name else b"empty-key", value) for name, value in container)
-    return ((b"array_%d" % index, value) for index, value in enumerate(container))
-
-
-def _flatten(document: object, depth_limit: int, out: list[tuple[bytes, bytes]]) -> None:
-    """Append the arguments of a parsed document in document order; raises _DepthExceeded."""
-    if not isinstance(document, list):
-        out.append((b"json", _scalar(document)))
+def _flatten(value: object, key: bytes, out: list[tuple[bytes, bytes]], depth: int, depth_limit: int) -> None:
+    """Append the arguments under ``value`` in document order; raises _DepthExceeded (and RecursionError on a
+    document deeper than the interpreter allows, which the caller hands to the iterative parser)."""
+    if not isinstance(value, list):
+        out.append((key, _scalar(value)))
         return
-    stack: list[tuple[bytes, Iterator[tuple[bytes, object]]]] = [(b"json", _members(document))]
-    while stack:
-        prefix, members = stack[-1]
-        for suffix, value in members:
-            key = prefix + b"." + suffix
-            if isinstance(value, list):
-                if len(stack) >= depth_limit:
-                    raise _DepthExceeded
-                stack.append((key, _members(value)))
-                break
-            out.append((key, _scalar(value)))
-        else:
-            stack.pop()
+    if depth >= depth_limit:
+        raise _DepthExceeded
+    depth += 1
+    if isinstance(value, _Object):
+        for name, member in value:
+            child = key + b"." + (_utf8(name) if name else b"empty-key")
+            if isinstance(member, str):
+                out.append((child, _utf8(member)))
+            else:
+                _flatten(member, child, out, depth, depth_limit)
+    else:
+        for index, member in enumerate(value):
+            child = key + b".array_%d" % index
+            if isinstance(member, str):
+                out.append((child, _utf8(member)))
+            else:
+                _flatten(member, child, out, depth, depth_limit)
 
 
 def _reject_constant(name: str) -> object:
     raise _JsonSyntaxError(f"invalid literal {name}")
 
 
+_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_JSON_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_JSON_LITERALS: Final[dict[str, bytes]] = {"true": b"true", "false": b"false", "null": b""}
+
+
+# Numbers stay the text sent (2.50, 1E400); NaN and Infinity are syntax errors, as for ModSecurity's parser.
+_JSON_DECODER: Final = json.JSONDecoder(
+    object_pairs_hook=_Object, parse_float=str, parse_int=str, parse_constant=_reject_constant
+)
+
+
 def parse_json(body: bytes, *, depth_limit: int = JSON_DEPTH_LIMIT) -> JsonBody:
     """Flatten a JSON body as ModSecurity v3 does: each scalar becomes an argument named by its path from ``json``
     (object members ``.name``, an empty member name ``.empty-key``, array elements ``.array_<i>``), numbers as sent,
-    ``true``/``false``, ``null`` as an empty value; empty objects and arrays add nothing. A syntax error, a second
-    top-level value or nesting deeper than ``depth_limit`` sets ``error``, keeping the arguments before it. An empty
-    body is no error."""
+    ``true``/``false``, ``null`` as an empty value; empty objects and arrays add nothing. A syntax error, invalid
+    UTF-8, a second top-level value or nesting deeper than ``depth_limit`` sets ``error``, keeping the arguments
+    before it. An empty body is no error."""
     if not body:
         return JsonBody(())
     try:
@@ -160,26 +171,15 @@ def parse_json(body: bytes, *, depth_limit: int = JSON_DEPTH_LIMIT) -> JsonBody:
         return JsonBody(valid.arguments, b"JSON parsing error: lexical error: invalid bytes in UTF8 string.")
     out: list[tuple[bytes, bytes]] = []
     try:
-        document = json.loads(
-            text,
-            object_pairs_hook=_Object,
-            parse_float=str,  # numbers stay as sent: 2.50, 1E400
-            parse_int=str,
-            parse_constant=_reject_constant,
-        )
-    except (ValueError, RecursionError, _JsonSyntaxError):
-        return _parse_json_partially(text, depth_limit)
-    try:
-        _flatten(document, depth_limit, out)
+        document, end = _JSON_DECODER.raw_decode(text, _JSON_WHITESPACE.match(text).end())  # type: ignore[union-attr]
+        if text[end:].strip(" \t\n\r"):
+            raise _JsonSyntaxError("trailing garbage")
+        _flatten(document, b"json", out, 0, depth_limit)
     except _DepthExceeded:
         return JsonBody(tuple(out), b"JSON depth limit exceeded")
+    except (ValueError, RecursionError, _JsonSyntaxError):
+        return _parse_json_partially(text, depth_limit)
     return JsonBody(tuple(out))
-
-
-_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
-_JSON_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
-_JSON_LITERALS: Final[dict[str, bytes]] = {"true": b"true", "false": b"false", "null": b""}
 
 
 def _parse_json_partially(text: str, depth_limit: int) -> JsonBody:
@@ -285,7 +285,7 @@ def _parse_json_partially(text: str, depth_limit: int) -> JsonBody:
         position = _JSON_WHITESPACE.match(text, position).end()  # type: ignore[union-attr]
     if not done:
         return error("premature EOF")
-    return JsonBody(tuple(out), b"JSON parsing error: invalid document")
+    return JsonBody(tuple(out))  # a valid document too deep for the fast path
 
 
 # --- multipart/form-data ------------------------------------------------------------------------------------------

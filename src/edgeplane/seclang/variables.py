@@ -83,6 +83,8 @@ def _decimal(number: int) -> bytes:
 class RequestVariables:
     """The variables of one request, each computed on first use and cached. Never raises on request content."""
 
+    __slots__ = ("_body_limit", "_parsed", "_processor", "_query", "_started", "_uri", "_values", "_xpaths", "request")
+
     def __init__(self, request: HttpRequest, *, body_limit: int = 131072) -> None:
         """``body_limit``: bytes of body inspected (SecRequestBodyLimit); 0 or less inspects the whole body."""
         self.request = request
@@ -94,53 +96,6 @@ class RequestVariables:
         self._uri: tuple[bytes, bytes, bytes, bytes] | None = None
         self._query: tuple[tuple[tuple[bytes, bytes], ...], bool] | None = None
         self._parsed: JsonBody | MultipartBody | XmlBody | tuple[Pairs, bool] | None = None
-        self._computers: dict[str, Callable[[], Pairs]] = {
-            "ARGS": self._args,
-            "ARGS_GET": lambda: self._query_arguments()[0],
-            "ARGS_POST": self._args_post,
-            "ARGS_NAMES": lambda: _names(self.collection("ARGS")),
-            "ARGS_GET_NAMES": lambda: _names(self.collection("ARGS_GET")),
-            "ARGS_POST_NAMES": lambda: _names(self.collection("ARGS_POST")),
-            "ARGS_COMBINED_SIZE": self._args_combined_size,
-            "REQUEST_HEADERS": lambda: self.request.headers,
-            "REQUEST_HEADERS_NAMES": lambda: _names(self.request.headers),
-            "REQUEST_COOKIES": self._cookies,
-            "REQUEST_COOKIES_NAMES": lambda: _names(self.collection("REQUEST_COOKIES")),
-            "FILES": lambda: tuple((file.name, file.filename) for file in self._multipart().files),
-            "FILES_NAMES": lambda: tuple((file.name, file.name) for file in self._multipart().files),
-            "FILES_SIZES": lambda: tuple((file.name, _decimal(file.size)) for file in self._multipart().files),
-            "FILES_COMBINED_SIZE": lambda: _scalar(_decimal(sum(file.size for file in self._multipart().files))),
-            "MULTIPART_PART_HEADERS": lambda: self._multipart().part_headers,
-            "MULTIPART_NAME": lambda: tuple((name, name) for name in self._multipart().names),
-            "MULTIPART_FILENAME": lambda: tuple((name, name) for name in self._multipart().filenames),
-            "XML": self._xml_document,
-            "REQUEST_METHOD": lambda: _scalar(self.request.method),
-            "REQUEST_PROTOCOL": lambda: _scalar(self.request.protocol),
-            "REQUEST_LINE": lambda: _scalar(
-                self.request.method + b" " + self.request.target + b" " + self.request.protocol
-            ),
-            "REQUEST_URI_RAW": lambda: _scalar(self.request.target),
-            "REQUEST_URI": lambda: _scalar(self._uri_parts()[0]),
-            "REQUEST_FILENAME": lambda: _scalar(self._uri_parts()[1]),
-            "PATH_INFO": lambda: _scalar(self._uri_parts()[1]),
-            "REQUEST_BASENAME": lambda: _scalar(self._uri_parts()[2]),
-            "QUERY_STRING": lambda: _scalar(self._uri_parts()[3]),
-            "REQUEST_BODY": lambda: _scalar(self._body()),
-            "REQUEST_BODY_LENGTH": lambda: _scalar(_decimal(len(self._body()))),
-            "INBOUND_DATA_ERROR": lambda: _scalar(b"1" if self._body_cut() else b"0"),
-            "REQBODY_PROCESSOR": lambda: _scalar(self._body_processor().encode()),
-            "REQBODY_ERROR": self._body_error_flag,
-            "REQBODY_PROCESSOR_ERROR": self._body_error_flag,
-            "REQBODY_ERROR_MSG": lambda: _scalar(self._body_error() or b""),
-            "REQBODY_PROCESSOR_ERROR_MSG": lambda: _scalar(self._body_error() or b""),
-            "URLENCODED_ERROR": self._urlencoded_error,
-            "REMOTE_ADDR": lambda: _scalar(self.request.remote_addr.encode()),
-            "REMOTE_HOST": lambda: _scalar(self.request.remote_addr.encode()),
-            "SERVER_NAME": lambda: _scalar(self._header(b"host").split(b":", 1)[0]),
-            "AUTH_TYPE": lambda: _scalar(self._header(b"authorization").split(b" ", 1)[0]),
-            "UNIQUE_ID": lambda: _scalar(secrets.token_hex(12).encode()),
-            **{flag: self._multipart_flag(flag) for flag in request_body.MULTIPART_FLAGS},
-        }
 
     # --- the interface the engine uses ---------------------------------------------------------------------------
 
@@ -152,10 +107,10 @@ class RequestVariables:
             return _scalar(b"%.6f" % ((time.monotonic() - self._started) * 1000))
         values = self._values.get(name)
         if values is None:
-            computer = self._computers.get(name)
+            computer = _COMPUTERS.get(name)
             if computer is None:
                 return _EMPTY
-            values = self._values[name] = computer()
+            values = self._values[name] = computer(self)
         return values
 
     def xml(self, xpath: bytes) -> Sequence[tuple[bytes, bytes]]:
@@ -311,9 +266,6 @@ class RequestVariables:
         parsed = self._parsed_body()
         return parsed if isinstance(parsed, XmlBody) else None
 
-    def _multipart_flag(self, flag: str) -> Callable[[], Pairs]:
-        return lambda: _scalar(self._multipart().flags.get(flag, b""))
-
     def _body_arguments(self) -> Pairs:
         parsed = self._parsed_body()
         if isinstance(parsed, tuple):
@@ -345,3 +297,55 @@ class RequestVariables:
 
 
 _NO_MULTIPART: Final = MultipartBody()
+
+
+def _multipart_flag(flag: str) -> Callable[[RequestVariables], Pairs]:
+    return lambda v: _scalar(v._multipart().flags.get(flag, b""))
+
+
+# How each variable is computed, the first time a rule asks for it (the class keeps the result).
+_COMPUTERS: Final[dict[str, Callable[[RequestVariables], Pairs]]] = {
+    "ARGS": RequestVariables._args,
+    "ARGS_GET": lambda v: v._query_arguments()[0],
+    "ARGS_POST": RequestVariables._args_post,
+    "ARGS_NAMES": lambda v: _names(v.collection("ARGS")),
+    "ARGS_GET_NAMES": lambda v: _names(v.collection("ARGS_GET")),
+    "ARGS_POST_NAMES": lambda v: _names(v.collection("ARGS_POST")),
+    "ARGS_COMBINED_SIZE": RequestVariables._args_combined_size,
+    "REQUEST_HEADERS": lambda v: v.request.headers,
+    "REQUEST_HEADERS_NAMES": lambda v: _names(v.request.headers),
+    "REQUEST_COOKIES": RequestVariables._cookies,
+    "REQUEST_COOKIES_NAMES": lambda v: _names(v.collection("REQUEST_COOKIES")),
+    "FILES": lambda v: tuple((file.name, file.filename) for file in v._multipart().files),
+    "FILES_NAMES": lambda v: tuple((file.name, file.name) for file in v._multipart().files),
+    "FILES_SIZES": lambda v: tuple((file.name, _decimal(file.size)) for file in v._multipart().files),
+    "FILES_COMBINED_SIZE": lambda v: _scalar(_decimal(sum(file.size for file in v._multipart().files))),
+    "MULTIPART_PART_HEADERS": lambda v: v._multipart().part_headers,
+    "MULTIPART_NAME": lambda v: tuple((name, name) for name in v._multipart().names),
+    "MULTIPART_FILENAME": lambda v: tuple((name, name) for name in v._multipart().filenames),
+    "XML": RequestVariables._xml_document,
+    "REQUEST_METHOD": lambda v: _scalar(v.request.method),
+    "REQUEST_PROTOCOL": lambda v: _scalar(v.request.protocol),
+    "REQUEST_LINE": lambda v: _scalar(v.request.method + b" " + v.request.target + b" " + v.request.protocol),
+    "REQUEST_URI_RAW": lambda v: _scalar(v.request.target),
+    "REQUEST_URI": lambda v: _scalar(v._uri_parts()[0]),
+    "REQUEST_FILENAME": lambda v: _scalar(v._uri_parts()[1]),
+    "PATH_INFO": lambda v: _scalar(v._uri_parts()[1]),
+    "REQUEST_BASENAME": lambda v: _scalar(v._uri_parts()[2]),
+    "QUERY_STRING": lambda v: _scalar(v._uri_parts()[3]),
+    "REQUEST_BODY": lambda v: _scalar(v._body()),
+    "REQUEST_BODY_LENGTH": lambda v: _scalar(_decimal(len(v._body()))),
+    "INBOUND_DATA_ERROR": lambda v: _scalar(b"1" if v._body_cut() else b"0"),
+    "REQBODY_PROCESSOR": lambda v: _scalar(v._body_processor().encode()),
+    "REQBODY_ERROR": RequestVariables._body_error_flag,
+    "REQBODY_PROCESSOR_ERROR": RequestVariables._body_error_flag,
+    "REQBODY_ERROR_MSG": lambda v: _scalar(v._body_error() or b""),
+    "REQBODY_PROCESSOR_ERROR_MSG": lambda v: _scalar(v._body_error() or b""),
+    "URLENCODED_ERROR": RequestVariables._urlencoded_error,
+    "REMOTE_ADDR": lambda v: _scalar(v.request.remote_addr.encode()),
+    "REMOTE_HOST": lambda v: _scalar(v.request.remote_addr.encode()),
+    "SERVER_NAME": lambda v: _scalar(v._header(b"host").split(b":", 1)[0]),
+    "AUTH_TYPE": lambda v: _scalar(v._header(b"authorization").split(b" ", 1)[0]),
+    "UNIQUE_ID": lambda v: _scalar(secrets.token_hex(12).encode()),
+    **{flag: _multipart_flag(flag) for flag in request_body.MULTIPART_FLAGS},
+}
