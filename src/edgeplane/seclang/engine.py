@@ -207,7 +207,8 @@ _Program = tuple[_Rule | _Marker, ...]
 
 
 class RuleEngine:
-    """Compiled rules, ready to evaluate requests. Immutable after :func:`compile_rules`; safe to share."""
+    """Compiled rules, ready to evaluate requests; safe to share. Its only state after :func:`compile_rules` is a
+    bounded cache of operators compiled for the expansions of macro arguments (``@within %{tx.allowed_methods}``)."""
 
     def __init__(self, phases: Mapping[int, _Program], data_dir: Path) -> None:
         self._phases = dict(phases)
@@ -245,7 +246,7 @@ class RuleEngine:
             transaction.run_phase(phase, self._phases.get(phase, ()))
         return Evaluation(tuple(transaction.matches), dict(transaction.collections["TX"]), transaction.interrupted_by)
 
-    def operator_for(self, rule: _Rule, argument: bytes) -> Operator:
+    def _operator_for(self, rule: _Rule, argument: bytes) -> Operator:
         """The operator of a rule whose argument held a macro, compiled for this expansion (cached)."""
         text = argument.decode("utf-8", "surrogateescape")
         key = (rule.operator_name, text)
@@ -516,7 +517,7 @@ class _Transaction:
         if operator is None:
             assert rule.operator_macro is not None
             try:
-                operator = self.engine.operator_for(rule, rule.operator_macro.expand(self))
+                operator = self.engine._operator_for(rule, rule.operator_macro.expand(self))
             except (OperatorArgumentError, UnsupportedOperator):
                 return False
         negated = rule.negated

@@ -9,7 +9,9 @@ arguments into pieces (``ctl:ruleRemoveTargetById=942450;ARGS:foo`` arrives as f
 list into frozen dataclasses: a :class:`SecRule` holds the next link of its chain, an :class:`Action` holds its
 whole argument again, and a ``SecAction`` is a rule without targets whose operator is ``unconditionalMatch``.
 Directives that do not change how requests are evaluated (comments, ``SecComponentSignature``) are dropped; any
-other directive is refused, so that a rule file the engine cannot honour fails at load, not silently.
+other directive is refused, so that a rule file the engine cannot honour fails at load, not silently. One reading
+rule is added: an operator argument loses one level of backslash escaping, as Apache's configuration reader does for
+ModSecurity v2 (CRS's regression suite depends on it, rule 920460).
 """
 
 from __future__ import annotations
