@@ -196,6 +196,9 @@ class _Rule:
     # Of the chain starter, shared by its links (ctl by id/tag, logging):
     tags: tuple[str, ...] = ()
     unconditional: bool = False
+    # Same number for rules with the same targets when those read only the request (not TX, IP... nor MATCHED_*),
+    # whose values then stay the same for a whole phase; None otherwise.
+    targets_key: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,12 +276,22 @@ def compile_rules(directives: Iterable[Directive], *, data_dir: Path) -> RuleEng
     Raises :class:`RuleFileError` (bad actions, a rule without id), ``UnknownTransformation``,
     ``UnsupportedOperator`` and ``OperatorArgumentError``."""
     programs: dict[int, list[_Rule | _Marker]] = {1: [], 2: []}
+    targets_keys: dict[tuple[str, ...], int] = {}
     for directive in directives:
         if isinstance(directive, SecMarker):
             for program in programs.values():
                 program.append(_Marker(directive.name))
             continue
         rule = _compile_chain(directive, data_dir)
+        link: _Rule | None = rule
+        while link is not None:
+            if link.targets and all(_reads_only_the_request(target) for target in link.targets):
+                signature = tuple(
+                    target.text + "".join(f"|!{sel.text if sel else ''}" for sel in target.exclusions)
+                    for target in link.targets
+                )
+                link.targets_key = targets_keys.setdefault(signature, len(targets_keys))
+            link = link.chained
         phase = rule.actions.phase or 2
         if phase in programs:
             programs[phase].append(rule)
@@ -348,6 +361,10 @@ def _compile_link(
         tags=starter.tags,
         unconditional=not rule.targets,
     )
+
+
+def _reads_only_the_request(target: _Target) -> bool:
+    return target.collection not in _PER_REQUEST_COLLECTIONS and target.collection not in _MATCHED
 
 
 def _never_matches(value: bytes) -> Captures | None:
@@ -424,13 +441,15 @@ class _Transaction:
     # Request collections and their key indexes, valid for one phase (the body processor may change in phase 1).
     collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
     index_cache: dict[str, dict[bytes, list[tuple[bytes, bytes]]]] = field(default_factory=dict)
+    # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
+    # repeats the same targets and pipeline across dozens of rules.
+    entries_cache: dict[tuple[int, tuple[str, ...]], list[tuple[bytes, Sequence[bytes]]]] = field(default_factory=dict)
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
     def run_phase(self, phase: int, program: _Program) -> None:
         self.phase = phase
-        self.collection_cache.clear()
-        self.index_cache.clear()
+        self._forget_request_values()
         skip_to: str | None = None
         skip_next = 0
         for item in program:
@@ -523,8 +542,8 @@ class _Transaction:
         negated = rule.negated
         capture = rule.actions.capture
         matched = False
-        for name, value in self._values(rule):
-            for candidate in self._transformed(rule, value):
+        for name, candidates in self._entries(rule):
+            for candidate in candidates:
                 captures = operator(candidate)
                 if (captures is not None) == negated:
                     continue
@@ -538,6 +557,24 @@ class _Transaction:
                 for setvar in rule.actions.setvars:
                     setvar.apply(self.collections, self)
         return matched
+
+    def _entries(self, rule: _Rule) -> list[tuple[bytes, Sequence[bytes]]]:
+        """Each value of the rule's targets by variable name, transformed by its pipeline."""
+        removed = self._removed_targets(rule) if self.removed_targets_by_id or self.removed_targets_by_tag else ()
+        if rule.targets_key is None or removed:
+            return [(name, self._transformed(rule, value)) for name, value in self._values(rule, removed)]
+        key = (rule.targets_key, rule.pipeline_key)
+        entries = self.entries_cache.get(key)
+        if entries is None:
+            entries = [(name, self._transformed(rule, value)) for name, value in self._values(rule, ())]
+            self.entries_cache[key] = entries
+        return entries
+
+    def _forget_request_values(self) -> None:
+        """Drop what was read from the request: a new phase or a new body processor changes it."""
+        self.collection_cache.clear()
+        self.index_cache.clear()
+        self.entries_cache.clear()
 
     def _transformed(self, rule: _Rule, value: bytes) -> Sequence[bytes]:
         if not rule.pipeline:
@@ -561,8 +598,7 @@ class _Transaction:
 
     # -- variables -------------------------------------------------------------------------------------------------
 
-    def _values(self, rule: _Rule) -> list[tuple[bytes, bytes]]:
-        removed = self._removed_targets(rule) if self.removed_targets_by_id or self.removed_targets_by_tag else ()
+    def _values(self, rule: _Rule, removed: Sequence[tuple[str, _Selector | None]]) -> list[tuple[bytes, bytes]]:
         values: list[tuple[bytes, bytes]] = []
         for target in rule.targets:
             exclusions = target.exclusions
@@ -706,10 +742,10 @@ class _Transaction:
             self.removed_targets_by_tag.append((value, collection, selector))
         elif option == "requestbodyprocessor":
             self.variables.set_body_processor(value.upper())
-            self.collection_cache.clear()
-            self.index_cache.clear()
+            self._forget_request_values()
         elif option == "forcerequestbodyvariable":
             self.force_request_body = value.lower() == "on"
+            self._forget_request_values()
         elif option == "ruleengine":
             mode = value.lower()
             if mode == "off":
