@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from edgeplane.seclang.engine import Evaluation, compile_rules
 from edgeplane.seclang.request import HttpRequest
@@ -293,3 +295,36 @@ def test_crs_anomaly_scoring(paranoia_level: str, url: bytes, fired: set[int], b
     assert fired <= result.fired_ids if fired else result.fired_ids == frozenset()
     assert (result.interrupted_by == 949110) is blocked
     assert (result.anomaly_score >= 5) is blocked
+
+
+_TOKENS = st.sampled_from(
+    [b"a", b"=", b"&", b"%", b"%2", b"%zz", b"\x00", b"\xff", b"'", b'"', b"<", b"{", b"}", b"[", b";", b"\r\n", b" "]
+)
+_BYTES = st.lists(st.one_of(_TOKENS, st.binary(max_size=4)), max_size=12).map(b"".join)
+_CONTENT_TYPES = st.sampled_from(
+    [b"application/json", b"application/xml", b"multipart/form-data; boundary=x", b"application/x-www-form-urlencoded"]
+)
+
+
+@pytest.fixture(scope="module")
+def crs_engine() -> object:
+    from edgeplane.seclang.engine import load_crs
+
+    return load_crs(CRS_RULES)
+
+
+@pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed")
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(method=_BYTES, target=_BYTES, header=_BYTES, content_type=_CONTENT_TYPES, body=_BYTES)
+def test_any_request_evaluates_without_raising(
+    crs_engine: object, method: bytes, target: bytes, header: bytes, content_type: bytes, body: bytes
+) -> None:
+    http = HttpRequest(
+        method=method,
+        target=b"/" + target,
+        protocol=b"HTTP/1.1",
+        headers=((b"Host", b"x"), (b"X-" + header[:4], header), (b"Content-Type", content_type), (b"Cookie", header)),
+        body=body,
+    )
+    result = crs_engine.evaluate(http, tx={"crs_setup_version": "334", "paranoia_level": "4"})  # type: ignore[attr-defined]
+    assert all(match.rule_id > 0 for match in result.matches)
