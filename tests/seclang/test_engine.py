@@ -182,6 +182,25 @@ def test_ctl_removes_rules_and_targets(control: str, fired: set[int]) -> None:
     assert evaluate(rules, request(b"/?x=a")).fired_ids == fired
 
 
+@pytest.mark.parametrize(
+    ("disabled", "fired", "tx_n"),
+    [
+        (frozenset(), {2, 3}, b"2"),
+        (frozenset({3}), {2}, b"1"),
+        (frozenset({2}), {3}, b"1"),
+        (frozenset({2, 3}), frozenset(), None),
+    ],
+)
+def test_disabled_rules_do_not_run(disabled: frozenset[int], fired: set[int], tx_n: bytes | None) -> None:
+    rules = (
+        'SecRule REQUEST_URI "@rx ^/" "id:2,phase:1,pass,setvar:tx.n=+1"\n'
+        'SecRule ARGS "@rx a" "id:3,phase:2,pass,setvar:tx.n=+1"'
+    )
+    result = evaluate(rules, request(b"/?x=a"), disabled=disabled)
+    assert result.fired_ids == fired
+    assert result.tx.get("n") == tx_n
+
+
 def test_transformations_and_none() -> None:
     rules = 'SecRule ARGS "@rx ^abc$" "id:1,phase:2,pass,t:lowercase,t:none,t:urlDecodeUni"'
     assert evaluate(rules, request(b"/?x=%61bc")).fired_ids == {1}

@@ -235,12 +235,15 @@ class RuleEngine:
         tx: Mapping[str, str | bytes] | None = None,
         mode: EngineMode = "On",
         body_limit: int = 131072,
+        disabled: frozenset[int] = frozenset(),
     ) -> Evaluation:
         """Evaluate phases 1 and 2 on ``request``. ``tx`` seeds the TX collection before any rule runs, as
         crs-setup.conf's ``SecAction`` s do (``paranoia_level``, thresholds, ``crs_setup_version``...). ``mode`` is
-        SecRuleEngine: ``DetectionOnly`` never stops at a ``deny``; ``Off`` evaluates nothing. Never raises for a
-        request's content."""
+        SecRuleEngine: ``DetectionOnly`` never stops at a ``deny``; ``Off`` evaluates nothing. ``disabled``: ids of
+        rules that do not run at all, as if ``ctl:ruleRemoveById`` had removed them before the first rule. Never
+        raises for a request's content."""
         transaction = _Transaction(self, RequestVariables(request, body_limit=body_limit), mode)
+        transaction.removed_ids.update(disabled)
         for name, value in (tx or {}).items():
             transaction.collections["TX"][name.lower()] = value.encode("utf-8") if isinstance(value, str) else value
         for phase in (1, 2):
