@@ -148,6 +148,11 @@ _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
 _JSON_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _JSON_LITERALS: Final[dict[str, bytes]] = {"true": b"true", "false": b"false", "null": b""}
+# After a complete document, ModSecurity's parser (yajl) still waits for the end of a string left open at the end of
+# the body, and then ends without an error: such a tail is no error here either.
+_JSON_UNTERMINATED_STRING = re.compile(
+    r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*(?:\\(?:u[0-9a-fA-F]{0,3})?)?'
+)
 
 
 # Numbers stay the text sent (2.50, 1E400); NaN and Infinity are syntax errors, as for ModSecurity's parser.
@@ -172,7 +177,8 @@ def parse_json(body: bytes, *, depth_limit: int = JSON_DEPTH_LIMIT) -> JsonBody:
     out: list[tuple[bytes, bytes]] = []
     try:
         document, end = _JSON_DECODER.raw_decode(text, _JSON_WHITESPACE.match(text).end())  # type: ignore[union-attr]
-        if text[end:].strip(" \t\n\r"):
+        rest = text[end:].lstrip(" \t\n\r")
+        if rest and not _JSON_UNTERMINATED_STRING.fullmatch(rest):
             raise _JsonSyntaxError("trailing garbage")
         _flatten(document, b"json", out, 0, depth_limit)
     except _DepthExceeded:
@@ -212,6 +218,8 @@ def _parse_json_partially(text: str, depth_limit: int) -> JsonBody:
     expect_value = True
     while position < len(text):
         if done:
+            if _JSON_UNTERMINATED_STRING.fullmatch(text, position):
+                return JsonBody(tuple(out))
             return error("trailing garbage")
         char = text[position]
         if expect_value:
@@ -402,11 +410,13 @@ class _MultipartParser:
         self.part: _Part | None = None
         self.in_data = False
         self.parts: list[_Part] = []
+        self.part_headers: list[tuple[bytes, bytes]] = []
         self.names: list[bytes] = []
         self.filenames: list[bytes] = []
         self.boundaries = 0
         self.complete = False
         self.pending_line_end = b""
+        self.previous_line_end = b""
         self.message: bytes | None = None  # the last error message; a part header error does not stop parsing
         self.tail: bytes | None = None  # the unterminated last line, if the line before it ended
 
@@ -437,6 +447,12 @@ class _MultipartParser:
             self.message = b"Multipart: No boundaries found in payload."
 
     def _line(self, line: bytes, filled: bool, contains_line: bool) -> None:
+        try:
+            self._read_line(line, filled, contains_line)
+        finally:
+            self.previous_line_end = b"\r\n" if line.endswith(b"\r\n") else b"\n" if line.endswith(b"\n") else b""
+
+    def _read_line(self, line: bytes, filled: bool, contains_line: bool) -> None:
         text = line.split(b"\0", 1)[0]  # boundary tests read the line as a C string
         boundary = self.boundary
         if contains_line and len(text) > 3 and text.startswith(b"--"):
@@ -447,6 +463,9 @@ class _MultipartParser:
             elif text.startswith(boundary, 2):
                 if self.boundaries:
                     self.flags["MULTIPART_UNMATCHED_BOUNDARY"] = 2
+                if self.previous_line_end:
+                    # The ending of the line before a boundary counts too (it belongs to the boundary delimiter).
+                    self.flags["MULTIPART_LF_LINE" if self.previous_line_end == b"\n" else "_CRLF_LINE"] = 1
                 end = text[2 + len(boundary) :]
                 final = end.startswith(b"--")
                 if final:
@@ -456,9 +475,6 @@ class _MultipartParser:
                 if end not in (b"\r\n", b"\n"):
                     raise _MultipartError(b"Multipart: Invalid boundary: " + text)
                 self.flags["MULTIPART_LF_LINE" if end == b"\n" else "_CRLF_LINE"] = 1
-                if self.in_data and self.pending_line_end:
-                    # The line ending held back before a boundary counts too.
-                    self.flags["MULTIPART_LF_LINE" if self.pending_line_end == b"\n" else "_CRLF_LINE"] = 1
                 self._finish_part()
                 if final:
                     self.complete = True
@@ -655,6 +671,8 @@ class _MultipartParser:
         self.part = None
         if part is None:
             return
+        # Every finished part's header lines are kept, under its name even when it has none (as 3.0.9 does).
+        self.part_headers.extend((part.name, line) for line in part.header_lines)
         if part.name:
             self.parts.append(part)
         else:
@@ -758,7 +776,7 @@ def parse_multipart(content_type: bytes, body: bytes) -> MultipartBody:
     variables = {name: str(value).encode() for name, value in flags.items()}
     if parser is None:
         return MultipartBody(flags=variables, error=message)
-    part_headers = tuple((part.name, line) for part in parser.parts for line in part.header_lines)
+    part_headers = tuple(parser.part_headers)
     names, filenames = tuple(parser.names), tuple(parser.filenames)
     if not parser.complete:
         return MultipartBody(
@@ -825,7 +843,9 @@ class _EntityDeclared(Exception):
 
 def parse_xml(body: bytes) -> XmlBody:
     """Parse an XML body safely: no DTD is loaded and no entity is expanded (a document declaring entities is a body
-    error, where libxml2 would expand them; a reference to an undeclared entity stays as written). Never raises."""
+    error, where libxml2 would expand them; a reference to an undeclared entity stays as written). After an error
+    the tree read so far is kept, as libxml2 keeps it, except a start tag cut off by the end of the body, which libxml2
+    keeps or drops depending on where it was cut. Never raises."""
     parser = expat.ParserCreate()
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
     root: list[XmlElement] = []
