@@ -743,10 +743,13 @@ def parse_multipart(content_type: bytes, body: bytes) -> MultipartBody:
     """Parse a multipart/form-data body with the boundary of ``content_type`` (the request's Content-Type).
 
     Parts without a filename are form fields (ARGS_POST), parts with one are files; every header line of each
-    complete part is kept (with its line ending) under the part's name. Oddities ModSecurity tolerates raise a flag
-    (data before the first or after the last boundary, LF line endings, quoted boundary, header folding, ...);
-    MULTIPART_STRICT_ERROR is 1 when any flag or error is. A malformed body sets ``error``; then, as in
-    ModSecurity, no field or file is reported."""
+    complete part is kept (with its line ending; a folded header as one unfolded line) under the part's name.
+    Oddities ModSecurity tolerates raise a flag (data before the first or after the last boundary, LF line endings,
+    quoted boundary, header folding, ...); MULTIPART_STRICT_ERROR is 1 when a flag is or parsing had to stop.
+
+    Errors follow libmodsecurity 3.0.9. A bad part header sets ``error`` but parsing goes on (still in that part's
+    headers, where even a boundary line is read as a header: MULTIPART_INVALID_PART); a bad boundary line or
+    Content-Type stops it. A body that never reaches its final boundary reports no field and no file."""
     flags = dict.fromkeys(MULTIPART_FLAGS, 0)
     flags["_CRLF_LINE"] = 0
     hard_error = False

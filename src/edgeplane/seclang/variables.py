@@ -15,10 +15,11 @@ What a rule reads, as ModSecurity 3.0.9 gives it:
   what follows its last ``/`` or ``\\``. ``QUERY_STRING`` is the raw text after the first ``?``, fragment removed.
 - ARGS names and values are ``+``- and %-decoded; query arguments come first, then the body's, repeated names kept.
   A JSON body adds to ARGS (names ``json.…``) but not to ARGS_POST; a multipart body adds its fields to both.
-- ``REQUEST_BODY`` holds the raw body whatever the processor (ModSecurity v3 sets it for every body, not only for
-  urlencoded ones as v2 did); ``ARGS_COMBINED_SIZE`` counts query, urlencoded and JSON arguments (names and
-  values), not multipart fields, as 3.0.9 does. Sizes are plain decimals (ModSecurity prints ``12.000000`` for
-  ARGS_COMBINED_SIZE; every numeric operator reads both the same).
+- ``REQUEST_BODY`` holds the raw body whatever the processor, as ModSecurity v3 sets it (v2 set it for urlencoded
+  bodies only; the engine hides it after a structured processor, as CRS's regression suite expects).
+- ``ARGS_COMBINED_SIZE`` counts query, urlencoded and JSON arguments (names and values), not multipart fields, as
+  3.0.9 does. Sizes are plain decimals (ModSecurity prints ``12.000000`` for ARGS_COMBINED_SIZE and leaves the sizes
+  empty when there is nothing to count; every numeric operator reads these the same).
 - A body longer than ``body_limit`` is cut there and processed as cut (SecRequestBodyLimitAction ProcessPartial),
   with INBOUND_DATA_ERROR=1.
 - A known scalar always gives one value, empty when ModSecurity leaves it unset (``QUERY_STRING`` of a request
