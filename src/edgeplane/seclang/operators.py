@@ -73,43 +73,39 @@ def compile_regex(pattern: bytes) -> Operator:
     options = _re2_options()
     test = _re2_compile(translation.re2_test, options)
     groups = min(translation.groups, _MAX_CAPTURES) + 1
-    if translation.exact:
-        if groups == 1:
+    if translation.exact and groups == 1:
 
-            def search_whole(value: bytes) -> Captures | None:
-                start, end = test(_UNANCHORED, value, 0, len(value))[0]
-                return None if start < 0 else (value[start:end],)
+        def search_whole(value: bytes) -> Captures | None:
+            start, end = test(_UNANCHORED, value, 0, len(value))[0]
+            return None if start < 0 else (value[start:end],)
 
-            return search_whole
-        full = _re2_compile(translation.re2, options)
+        return search_whole
+    full = _re2_compile(translation.re2, options) if groups > 1 else test
+    confirm = None if translation.exact else _python_regex(translation)
+    # Python's re decides every RE2 match of an inexact translation, or those on a text ending in a newline.
+    always_confirm = not translation.exact and not translation.exact_unless_final_newline
 
-        def search(value: bytes) -> Captures | None:
-            # Most values do not match: the groupless form answers that, the one with groups runs on a match only.
-            if test(_UNANCHORED, value, 0, len(value))[0][0] < 0:
-                return None
-            spans = full(_UNANCHORED, value, 0, len(value))
-            return tuple(b"" if start < 0 else value[start:end] for start, end in spans[:groups])
-
-        return search
-    confirm = _python_regex(translation)
-
-    def search_confirmed(value: bytes) -> Captures | None:
-        # The RE2 form matches a superset: only values it matches reach the backtracking engine.
+    def search(value: bytes) -> Captures | None:
+        # Most values do not match: the groupless form answers that, the one with groups runs on a match only.
         if test(_UNANCHORED, value, 0, len(value))[0][0] < 0:
             return None
-        found = confirm(value)
-        if found is None:
-            return None
-        return (found.group(0), *(b"" if text is None else text for text in found.groups()[: groups - 1]))
+        if confirm is not None and (always_confirm or value.endswith(b"\n")):
+            found = confirm(value)
+            if found is None:
+                return None
+            return (found.group(0), *(b"" if text is None else text for text in found.groups()[: groups - 1]))
+        spans = full(_UNANCHORED, value, 0, len(value))
+        return tuple(b"" if start < 0 else value[start:end] for start, end in spans[:groups])
 
-    return search_confirmed
+    return search
 
 
 def _python_regex(translation: Translation) -> Callable[[bytes], re.Match[bytes] | None]:
     try:
         return re.compile(translation.python).search
     except re.error as error:
-        raise OperatorArgumentError(f"pattern needs {', '.join(translation.approximations)}: {error}") from None
+        needs = ", ".join(translation.approximations) or "a line start at the end"
+        raise OperatorArgumentError(f"pattern needs {needs}: {error}") from None
 
 
 def _unconditional_empty(value: bytes) -> Captures | None:
@@ -193,32 +189,113 @@ def pm_file_phrases(path: Path) -> list[bytes]:
 
 
 def compile_phrases(phrases: Iterable[bytes]) -> Operator:
-    """A case-insensitive search for any of ``phrases`` (ASCII case folding, as ModSecurity's Aho-Corasick does).
-    Captures: the phrase found, as written. Phrases holding a byte above 0x7F are left out: ModSecurity's automaton
-    stores such bytes sign-extended and never matches them."""
-    written: dict[bytes, bytes] = {}
-    for phrase in phrases:
-        if phrase and phrase.isascii():
-            written.setdefault(phrase.lower(), phrase)
-    if not written:
+    """A search for any of ``phrases``, ASCII letters compared case-insensitively, as ModSecurity's ``@pm`` does it,
+    including what its Aho-Corasick automaton misses: its failure links stop one step short (a node fails to its
+    parent's failure node's child, or to the root, never further down the chain), so a phrase that begins inside the
+    partial match of a longer one can go unseen. Captures: the text ModSecurity stores in TX:0 (the automaton's node
+    where it first sees a match, which need not be a whole phrase).
+
+    One RE2 alternation of the phrases answers first: it matches whenever the automaton can, so only values holding
+    a phrase are run through the automaton itself, byte by byte."""
+    phrases = list(phrases)
+    searched = {phrase.lower() for phrase in phrases if phrase}
+    if not searched:
         return _never
-    # Longest alternatives first with leftmost-longest matching: the phrase reported is the longest at the
-    # leftmost position. ASCII-only phrases fold exactly under RE2's case-insensitive Latin-1 matching.
-    alternation = b"|".join(_literal(phrase) for phrase in sorted(written, key=len, reverse=True))
-    match = _re2_compile(alternation, _re2_options(case_sensitive=False, longest_match=True))
+    alternation = b"|".join(_literal(phrase) for phrase in sorted(searched))
+    match = _re2_compile(alternation, _re2_options(case_sensitive=False))
+    find = PhraseAutomaton(phrases).find
 
     def search(value: bytes) -> Captures | None:
-        spans = match(_UNANCHORED, value, 0, len(value))
-        start, end = spans[0]
-        if start < 0:
+        if match(_UNANCHORED, value, 0, len(value))[0][0] < 0:
             return None
-        return (written.get(value[start:end].lower(), value[start:end]),)
+        found = find(value)
+        return None if found is None else (found,)
 
     return search
 
 
+class PhraseAutomaton:
+    """ModSecurity's Aho-Corasick automaton (``src/utils/acmp.cc``) as it builds it, run byte by byte.
+
+    Nodes are numbered, 0 the root; a node's letter is its byte, ASCII letters lower-cased (``tolower`` in the C
+    locale). ``find`` reports, as ModSecurity does, the text of the node where it first detects a match."""
+
+    def __init__(self, phrases: Iterable[bytes]) -> None:
+        self.children: list[dict[int, int]] = [{}]
+        self.text: list[bytes] = [b""]
+        self.last = [False]
+        parents, letters = [0], [0]
+        for phrase in phrases:
+            node = 0
+            for index, byte in enumerate(phrase):
+                letter = byte | 0x20 if 0x41 <= byte <= 0x5A else byte
+                child = self.children[node].get(letter)
+                if child is None:
+                    child = len(self.children)
+                    self.children.append({})
+                    self.text.append(phrase[: index + 1])
+                    self.last.append(False)
+                    parents.append(node)
+                    letters.append(letter)
+                    self.children[node][letter] = child
+                node = child
+            if phrase:
+                self.last[node] = True
+        # Breadth first, so that a parent's links exist before its children's.
+        order: list[int] = []
+        level = list(self.children[0].values())
+        while level:
+            order.extend(level)
+            level = [child for node in level for child in self.children[node].values()]
+        # ModSecurity's failure link: the parent's failure node's child for the same letter, else the root (the
+        # textbook automaton would go on down the parent's failure chain).
+        self.fail = [0] * len(self.children)
+        for node in order:
+            if parents[node] != 0:
+                self.fail[node] = self.children[self.fail[parents[node]]].get(letters[node], 0)
+        self.reports = [self._reports(node) for node in range(len(self.children))]
+        self._moves: dict[int, int] = {}
+
+    def _reports(self, node: int) -> bool:
+        # A node reports when it ends a phrase or one ends on its chain of failure links (ModSecurity's o_match).
+        while node != 0:
+            if self.last[node]:
+                return True
+            node = self.fail[node]
+        return False
+
+    def _step(self, node: int, letter: int) -> int:
+        while True:
+            child = self.children[node].get(letter)
+            if child is not None:
+                return child
+            if node == 0:
+                return 0
+            node = self.fail[node]
+
+    def find(self, value: bytes) -> bytes | None:
+        """The text ModSecurity's automaton reports for ``value``, or None where it sees no phrase."""
+        moves, reports = self._moves, self.reports
+        node = 0
+        for letter in value.lower():
+            key = node << 8 | letter
+            target = moves.get(key)
+            if target is None:
+                target = moves[key] = self._step(node, letter)
+            node = target
+            if reports[node]:
+                return self.text[node]
+        return None
+
+
 def _literal(phrase: bytes) -> bytes:
-    return b"".join(bytes([byte]) if byte < 0x80 and chr(byte).isalnum() else b"\\x%02x" % byte for byte in phrase)
+    # Bytes above 0x7F are kept out of RE2's case folding, which would pair Latin-1 letters (0xC9 with 0xE9).
+    return b"".join(
+        bytes([byte])
+        if byte < 0x80 and chr(byte).isalnum()
+        else (b"\\x%02x" if byte < 0x80 else b"(?-i:\\x%02x)") % byte
+        for byte in phrase
+    )
 
 
 def _data_files(argument: bytes, data_dir: Path) -> list[Path]:

@@ -153,6 +153,7 @@ class _Parser:
         self.groups = 0
         self.group_names: dict[str, int] = {}
         self.group_bodies: dict[int, Group] = {}
+        self.references: list[int] = []
 
     def fail(self, problem: str) -> OperatorArgumentError:
         return OperatorArgumentError(f"invalid regular expression at offset {self.index}: {problem}")
@@ -161,6 +162,8 @@ class _Parser:
         alternatives = self.alternatives(_Flags())
         if self.index < len(self.text):
             raise self.fail("unmatched )")
+        if any(number > self.groups or number == 0 for number in self.references):
+            raise self.fail("reference to a group that does not exist")
         return Group(alternatives, "plain")
 
     def alternatives(self, flags: _Flags) -> tuple[tuple[Node, ...], ...]:
@@ -215,8 +218,8 @@ class _Parser:
             if self.index < len(self.text) and self.text[self.index] in "?+":
                 mode = "lazy" if self.text[self.index] == "?" else "possessive"
                 self.index += 1
-            if isinstance(node, Repeat) and node.mode != "possessive" and mode == "greedy" and char != "{":
-                raise self.fail("nothing to repeat")
+            if isinstance(node, Repeat):
+                raise self.fail("quantifier does not follow a repeatable item")  # a**, a{2}{3}
             low, high = bounds
             if high is not None and high < low:
                 raise self.fail("numbers out of order in {} quantifier")
@@ -347,21 +350,20 @@ class _Parser:
         raise self.fail("missing )")
 
     def number_escape(self, flags: _Flags) -> Node:
-        # \1..\7 and any number up to the count of groups opened so far are backreferences (PCRE's rule); past
-        # that, up to three octal digits give a byte, and \8 or \9 stand for the digit itself.
+        # PCRE2's rule: \1..\9, a number starting with 8 or 9, or one no larger than the count of groups opened so
+        # far is a backreference; otherwise up to three octal digits give a byte.
         start = self.index - 1
         end = start
         while end < len(self.text) and self.text[end] in "0123456789":
             end += 1
         number = int(self.text[start:end])
-        if number < 8 or number <= self.groups:
+        if number < 10 or self.text[start] in "89" or number <= self.groups:
             self.index = end
+            self.references.append(number)
             return Backreference(number, flags.caseless)
         end = start
         while end < len(self.text) and end - start < 3 and self.text[end] in "01234567":
             end += 1
-        if end == start:
-            return self.literal(ord(self.text[start]), flags)
         self.index = end
         return self.literal(int(self.text[start:end], 8) & 0xFF, flags)
 
@@ -413,6 +415,7 @@ class _Parser:
             number = self.group_names[reference]
         else:
             raise self.fail(f"reference to unknown group {reference!r}")
+        self.references.append(number)
         return Backreference(number, flags.caseless)
 
     def quoted(self, flags: _Flags) -> Node:
@@ -499,6 +502,8 @@ class _Parser:
             if char == "\\":
                 single, escaped_class = self.class_escape()
                 if escaped_class is not None:
+                    if text.startswith("-", self.index) and text[self.index + 1 : self.index + 2] not in ("]", ""):
+                        raise self.fail("invalid range in character class")  # [\d-z], as PCRE2 decides
                     bits |= escaped_class
                     continue
                 if single is None:
@@ -511,7 +516,6 @@ class _Parser:
                 and self.index + 1 < len(text)
                 and text[self.index + 1] != "]"
             ):
-                saved = self.index
                 self.index += 1
                 high_char = text[self.index]
                 self.index += 1
@@ -519,12 +523,9 @@ class _Parser:
                 if high_char == "\\":
                     high, high_class = self.class_escape()
                     if high_class is not None or high is None:
-                        # [a-\d]: the hyphen is literal
-                        self.index = saved
-                        high = None
+                        raise self.fail("invalid range in character class")  # [a-\d]
                 elif high_char == "[" and text.startswith(":", self.index):
-                    self.index = saved
-                    high = None
+                    raise self.fail("invalid range in character class")  # [a-[:digit:]]
                 if high is not None:
                     if high < single:
                         raise self.fail("range out of order in character class")
@@ -631,6 +632,11 @@ class _Writer:
     bodies: dict[int, Group]
     capturing: bool = True
     inexact: list[str] = field(default_factory=list)
+    # Whether what follows the node being written can match empty (true at the pattern's end), and whether a
+    # multiline ^ was written with such a continuation: RE2's ^ also matches after a newline that ends the text,
+    # PCRE's does not, which only shows when the rest of the match is empty there.
+    follow_nullable: bool = True
+    line_start_at_end: bool = False
 
     def sequence(self, nodes: Sequence[Node], in_copy: bool = False) -> str:
         parts = []
@@ -652,7 +658,10 @@ class _Writer:
                     parts.append(self.node(Repeat(node.item, node.low, None, "greedy"), (), in_copy))
                     remaining = restricted
                     continue
+            outer = self.follow_nullable
+            self.follow_nullable = outer and _first(rest)[1]
             parts.append(self.node(node, rest, in_copy))
+            self.follow_nullable = outer
             remaining = rest
         return "".join(parts)
 
@@ -682,6 +691,9 @@ class _Writer:
             # RE2 has no zero-width form: the final newline is consumed, which moves the match's end by one.
             return "(?:\\n?\\z)" if self.dialect == "re2" else "(?=\\n?\\Z)"
         if kind == "line_start":
+            if self.dialect == "python":
+                return "(?:\\A|(?<=\\n)(?=[\\x00-\\xff]))"
+            self.line_start_at_end = self.line_start_at_end or self.follow_nullable
             return "(?m:^)"
         if kind == "line_end":
             return "(?m:$)"
@@ -704,6 +716,11 @@ class _Writer:
                 "lookbehind": "(?<=",
                 "negative_lookbehind": "(?<!",
             }[kind]
+            if kind not in ("capture", "plain", "atomic"):
+                outer, self.follow_nullable = self.follow_nullable, True
+                text = opening + self.alternatives(node.alternatives, False) + ")"
+                self.follow_nullable = outer
+                return text
             return opening + self.alternatives(node.alternatives, False) + ")"
         if kind in ("lookahead", "negative_lookahead", "lookbehind", "negative_lookbehind"):
             self.inexact.append(kind.replace("_", " "))
@@ -847,12 +864,15 @@ class Translation:
     """A PCRE pattern written for RE2 and for Python's ``re``. ``exact``: the RE2 pattern matches exactly the texts
     the PCRE pattern matches, with the same groups; otherwise it matches a superset and ``python`` decides.
     ``re2_test`` is ``re2`` without capturing groups (RE2 answers yes or no fastest without them).
-    ``approximations`` names what RE2 could not express."""
+    ``approximations`` names what RE2 could not express. ``exact_unless_final_newline``: exact, except that on a text
+    ending in a newline the RE2 form may match where PCRE does not (a multiline ``^`` followed by what can match
+    empty, as in ``^$``: PCRE's ``^`` does not match after the final newline, RE2's does)."""
 
     re2: bytes
     re2_test: bytes
     python: bytes
     exact: bool
+    exact_unless_final_newline: bool
     approximations: tuple[str, ...]
     groups: int
 
@@ -872,7 +892,8 @@ def translate(pattern: bytes) -> Translation:
         re2_text.encode("latin-1"),
         re2_test.encode("latin-1"),
         python_text.encode("latin-1"),
-        not approximations,
+        not approximations and not re2_writer.line_start_at_end,
+        not approximations and re2_writer.line_start_at_end,
         approximations,
         parser.groups,
     )
