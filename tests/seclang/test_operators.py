@@ -10,6 +10,7 @@ import libinjection  # type: ignore[import-not-found]
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_pcre import MEANING  # PCRE's meaning, checked here against libmodsecurity's PCRE2
 
 from edgeplane.seclang.errors import OperatorArgumentError, UnsupportedOperator
 from edgeplane.seclang.operators import (
@@ -405,6 +406,14 @@ def _agree(oracle: LibModSecurity, name: str, argument: str, value: bytes, data_
     if printable and name.lower() in ("rx", "pm", "pmfromfile"):  # the log escapes other bytes
         assert captures is not None
         assert captures[0] == expected, (name, argument, value)
+
+
+@pytest.mark.parametrize(("pattern", "matching", "other"), [row for row in MEANING if b'"' not in row[0]])
+def test_pcre_meaning_agrees_with_libmodsecurity(
+    libmodsecurity: LibModSecurity, pattern: bytes, matching: list[bytes], other: list[bytes]
+) -> None:
+    for value in matching + other:
+        _agree(libmodsecurity, "rx", pattern.decode("utf-8", "surrogateescape"), value)
 
 
 @pytest.mark.parametrize(("phrases", "value", "stored"), PM_AUTOMATON)

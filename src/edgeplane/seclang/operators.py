@@ -6,7 +6,8 @@ Negation belongs to the engine. The behaviour follows ModSecurity v3's ``src/ope
 Core Rule Set was tested against) rather than the Reference Manual, including its corner cases: how ``@pm`` reads its
 argument, which bytes ``@validateUtf8Encoding`` accepts, that ``@eq`` parses with ``std::stoi`` and ``@gt`` with
 ``atoll``. It is written by hand because no library implements SecLang's operators for Python; patterns go to RE2
-through :mod:`edgeplane.seclang.pcre`, phrase lists to one RE2 automaton, SQL and XSS detection to libinjection.
+through :mod:`edgeplane.seclang.pcre`, phrase lists to one RE2 alternation (then to a copy of ModSecurity's own
+automaton, whose misses CRS was tested with), SQL and XSS detection to libinjection.
 
 ``@rbl`` and ``@geoLookup`` never match: the first would send a DNS query per request to a block list (CRS enables it
 only with an API key set), the second needs a GeoIP database ModSecurity is not given by default; without one
@@ -35,12 +36,11 @@ _ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
 _MAX_CAPTURES = 9  # TX:1..TX:9
 
 
-def _re2_options(case_sensitive: bool = True, longest_match: bool = False) -> re2.Options:
+def _re2_options(case_sensitive: bool = True) -> re2.Options:
     options = re2.Options()
     options.encoding = re2.Options.Encoding.LATIN1  # bytes in, bytes matched: PCRE without UTF mode
     options.log_errors = False
     options.case_sensitive = case_sensitive
-    options.longest_match = longest_match
     options.max_mem = 64 << 20  # CRS's largest patterns and phrase lists exceed RE2's default 8 MiB
     return options
 
@@ -68,7 +68,7 @@ def compile_regex(pattern: bytes) -> Operator:
     match, then groups 1..9 (a group that took no part gives ``b""``). Raises ``OperatorArgumentError`` when the
     pattern is not valid PCRE or uses what :func:`edgeplane.seclang.pcre.translate` does not support."""
     if not pattern:  # ModSecurity compiles an empty pattern as ".*"
-        return _unconditional_empty
+        return _always
     translation = translate(pattern)
     options = _re2_options()
     test = _re2_compile(translation.re2_test, options)
@@ -106,10 +106,6 @@ def _python_regex(translation: Translation) -> Callable[[bytes], re.Match[bytes]
     except re.error as error:
         needs = ", ".join(translation.approximations) or "a line start at the end"
         raise OperatorArgumentError(f"pattern needs {needs}: {error}") from None
-
-
-def _unconditional_empty(value: bytes) -> Captures | None:
-    return (b"",)
 
 
 # @pm, @pmFromFile
@@ -168,7 +164,7 @@ def _strtol_hex(digits: bytes) -> int:
     """``strtol(digits, NULL, 16) & 0xFF``: leading whitespace skipped, then the hex digits up to the first other."""
     text = digits.lstrip(b" \t\n\v\f\r")
     end = 0
-    while end < len(text) and text[end : end + 1] in b"0123456789abcdefABCDEF" and text[end : end + 1]:
+    while end < len(text) and text[end] in b"0123456789abcdefABCDEF":
         end += 1
     return int(text[:end], 16) & 0xFF if end else 0
 
