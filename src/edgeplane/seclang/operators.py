@@ -210,6 +210,9 @@ def compile_phrases(phrases: Iterable[bytes]) -> Operator:
     return search
 
 
+_MOVES_CACHED = 1 << 16
+
+
 class PhraseAutomaton:
     """ModSecurity's Aho-Corasick automaton (``src/utils/acmp.cc``) as it builds it, run byte by byte.
 
@@ -277,7 +280,9 @@ class PhraseAutomaton:
             key = node << 8 | letter
             target = moves.get(key)
             if target is None:
-                target = moves[key] = self._step(node, letter)
+                target = self._step(node, letter)
+                if len(moves) < _MOVES_CACHED:  # values come from requests: the cache must not grow without end
+                    moves[key] = target
             node = target
             if reports[node]:
                 return self.text[node]
