@@ -26,9 +26,10 @@ XML: Final = "XML"
 JSON: Final = "JSON"
 BODY_PROCESSORS: Final = frozenset({URLENCODED, MULTIPART, XML, JSON})
 
-JSON_DEPTH_LIMIT: Final = 10000
+JSON_DEPTH_LIMIT: Final = 1024
 """Nesting deeper than this is a body error. ModSecurity 3.0.9 has no such limit (SecRequestBodyJsonDepthLimit came
-later); this bound only keeps a hostile body from costing unbounded work, far above any real document."""
+later, 512 in its recommended configuration); this bound keeps a hostile body from costing quadratic work (each
+argument name spells its whole path), far above any real document."""
 
 Pairs = tuple[tuple[bytes, bytes], ...]
 
@@ -379,25 +380,22 @@ class _Part:
         self.size = 0
 
 
-def _lines(body: bytes) -> Iterator[tuple[bytes, bool]]:
-    """Cut a body as ModSecurity's line buffer does: at each LF, or after 4096 bytes (a CR never ends a full
-    buffer; it starts the next one). Yields each piece and whether it filled the buffer. A last piece that has no
-    LF and does not fill the buffer is not yielded: ModSecurity never processes it, the caller looks at it."""
-    position = 0
-    length = len(body)
-    while position < length:
-        newline = body.find(b"\n", position, position + _MULTIPART_LINE)
-        if newline != -1:
-            yield body[position : newline + 1], False
-            position = newline + 1
-            continue
-        end = position + _MULTIPART_LINE
-        if end > length:
-            return
-        if body[end - 1] == 0x0D:
-            end -= 1
-        yield body[position:end], True
-        position = end
+def _line_end(body: bytes, position: int) -> tuple[int, bool] | None:
+    """Where the line at ``position`` ends as ModSecurity's line buffer cuts it: after its LF, or after 4096 bytes
+    (a CR never ends a full buffer; it starts the next one), and whether it filled the buffer. None for a last
+    piece that has no LF and does not fill the buffer: ModSecurity never processes it."""
+    newline = body.find(b"\n", position, position + _MULTIPART_LINE)
+    if newline != -1:
+        return newline + 1, False
+    end = position + _MULTIPART_LINE
+    if end > len(body):
+        return None
+    if body[end - 1] == 0x0D:
+        end -= 1
+    return end, True
+
+
+_LINE_ENDING: Final = re.compile(rb"\r?\n")
 
 
 class _MultipartParser:
@@ -423,15 +421,31 @@ class _MultipartParser:
     def feed(self, body: bytes) -> None:
         """Parse every complete line of ``body``; raises _MultipartError on an error that stops parsing."""
         contains_line = True
-        consumed = 0
-        for line, filled in _lines(body):
-            consumed += len(line)
+        position = 0
+        length = len(body)
+        marker = b"--" + self.boundary
+        while position < length:
+            if contains_line and (self.in_data or self.part is None) and not body.startswith(b"--", position):
+                # A run of lines none of which starts with "--" nor holds the boundary cannot change state: it is
+                # read at once, with the same result as line by line.
+                next_dashes = body.find(b"\n--", position)
+                end = next_dashes + 1 if next_dashes != -1 else body.rfind(b"\n", position) + 1
+                if end > position and body.find(marker, position, end) == -1:
+                    self._data_lines(body[position:end])
+                    position = end
+                    continue
+            found = _line_end(body, position)
+            if found is None:
+                break
+            end, filled = found
+            line = body[position:end]
             self._line(line, filled, contains_line)
             contains_line = line.endswith(b"\n")
-            if self.complete and consumed < len(body):
+            position = end
+            if self.complete and position < length:
                 self.flags["MULTIPART_DATA_AFTER"] = 1
                 return
-        self.tail = body[consumed:] if contains_line else None
+        self.tail = body[position:] if contains_line else None
 
     def finish(self) -> None:
         """End of the body: the final boundary may end it without a line ending; without one the body is
@@ -665,6 +679,19 @@ class _MultipartParser:
         if not part.is_file:
             part.data.append(content)
         self.pending_line_end = ending
+
+    def _data_lines(self, block: bytes) -> None:
+        """Lines ending in LF, before the first boundary or in a part's data, none of them a boundary."""
+        ending = b"\r\n" if block.endswith(b"\r\n") else b"\n"
+        part = self.part
+        if part is None:
+            self.flags["MULTIPART_DATA_BEFORE"] = 1
+        else:
+            part.size += len(self.pending_line_end) + len(block) - len(ending)
+            if not part.is_file:
+                part.data.append(_LINE_ENDING.sub(b"", block))
+            self.pending_line_end = ending
+        self.previous_line_end = ending
 
     def _finish_part(self) -> None:
         part = self.part
