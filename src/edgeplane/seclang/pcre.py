@@ -1,6 +1,7 @@
 """PCRE patterns, as ModSecurity compiles them, translated for RE2 (and for Python's ``re`` where RE2 cannot follow).
 
-ModSecurity v3 hands every ``@rx`` pattern to PCRE without UTF mode, with ``DOTALL`` and ``MULTILINE`` set: the
+ModSecurity v3 (Debian's 3.0.9 is built with PCRE2) hands every ``@rx`` pattern to PCRE without UTF mode, with
+``DOTALL`` and ``MULTILINE`` set: the
 pattern and the subject are bytes, ``.`` matches any byte, ``^`` and ``$`` match at line boundaries, and ``\\w``,
 ``\\d``, ``\\s``, ``\\b`` and caseless matching know ASCII only. No library converts PCRE's dialect into RE2's, and
 the two differ in small ways that change what matches (PCRE's ``\\s`` includes VT and ``\\v`` is a class; RE2 folds
@@ -12,7 +13,9 @@ What RE2 cannot express (lookarounds, backreferences, atomic groups, possessive 
 possessiveness could change the result) is written as a *superset* for RE2, the assertion dropped, the backreference
 replaced by its group's pattern. Such a translation is not exact: a match of the RE2 form is then confirmed by Python's
 ``re`` (which has all of these) on the same tree written for Python, so requests that do not match at all, nearly all
-of them, never reach the backtracking engine.
+of them, never reach the backtracking engine. One case is exact except on texts ending in a newline: PCRE's
+multiline ``^`` does not match after that final newline, RE2's does, which matters where the rest of the pattern can
+match empty there (``^$``); such matches are confirmed the same way.
 """
 
 from __future__ import annotations
