@@ -1,12 +1,13 @@
 """Two versions of edgeplane compared under the same load at the same time: CPU per request, paired.
 
-Starts anvil and two ``edgeplane serve --edge-workers 1`` processes (``--edge-workers`` for more), A and B, each running the source tree given
-(``--a``/``--b``, a ``src`` directory put first on ``PYTHONPATH``) and each with an optional ``edgeplane.toml``
-(``--config-a``/``--config-b``). Both edgeplane processes are pinned to the last CPU, anvil and the load generator to
-the others, and every round loads A and B at once (``bench/gateway.measure(together=True)``) with a mix of
-``eth_chainId`` and ``eth_blockNumber``, so whatever slows the machine during a round slows both alike. Each round
-prints A's and B's requests per second, p50 and CPU per request; the medians over the rounds are the figures. Run it
-with the same tree on both sides first: the difference it shows then is the harness's own noise.
+Starts anvil and two ``edgeplane serve --edge-workers 1`` processes (``--edge-workers`` for more), A and B, each
+running the source tree given (``--a``/``--b``, a ``src`` directory put first on ``PYTHONPATH``) and each with an
+optional ``edgeplane.toml`` (``--config-a``/``--config-b``). Both edgeplane processes are pinned to the last CPU,
+anvil and the load generator to the others, and every round loads A and B at once
+(``bench/gateway.measure(together=True)``) with a mix of ``eth_chainId`` and ``eth_blockNumber``, so whatever slows
+the machine during a round slows both alike. Each round prints A's and B's requests per second, p50 and CPU per
+request; the medians over the rounds are the figures. Run it with the same tree on both sides first: the difference
+it shows then is the harness's own noise.
 
 Usage: ``.venv/bin/python bench/paired.py --a /path/to/old/src --b src [--rounds 4] [--concurrency 16]``
 """
