@@ -24,6 +24,8 @@ from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.runtime import open_client_locator
 from edgeplane.listeners import bind_listener, join_listener
 from edgeplane.store.database import Database, default_database_url
+from edgeplane.waf.catalogue import use_crs_rules_dir
+from edgeplane.waf.core_ruleset import crs_installed
 
 log = structlog.get_logger(__name__)
 
@@ -117,6 +119,13 @@ async def serve(settings: Settings) -> None:
         raise DatabaseUnavailable(
             f"cannot open the configuration database: {exc.__class__.__name__}: {exc.args[0]}"
         ) from None
+    use_crs_rules_dir(settings.waf.crs_rules_dir)
+    if not crs_installed():
+        log.warning(
+            "the OWASP Core Rule Set is not installed: the OWASP Core Ruleset cannot be deployed (install the "
+            "modsecurity-crs package, or set waf.crs_rules_dir)",
+            crs_rules_dir=str(settings.waf.crs_rules_dir),
+        )
     if ensure_bootstrap(settings.data_dir, database):
         log.info(
             "created the bootstrap account, user, API token and zone",

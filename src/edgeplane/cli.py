@@ -124,15 +124,17 @@ def _share_metrics_between_processes(settings: Any) -> None:
 
 def _child_settings(settings_file: Path) -> Settings:
     """In a child of ``edgeplane serve``: asks to die with the parent, reads the resolved settings and configures
-    logging from them; returns the settings."""
+    logging and the OWASP Core Rule Set's directory from them; returns the settings."""
     from edgeplane.child_process import die_with_parent
 
     die_with_parent()
     from edgeplane.config import Settings as ResolvedSettings
     from edgeplane.structured_logging import configure_logging
+    from edgeplane.waf.catalogue import use_crs_rules_dir
 
     settings = ResolvedSettings.model_validate_json(settings_file.read_text(encoding="utf-8"))
     configure_logging(level=settings.log_level, fmt=settings.log_format)
+    use_crs_rules_dir(settings.waf.crs_rules_dir)
     return settings
 
 

@@ -262,6 +262,18 @@ class EdgeSettings(BaseModel):
     )
 
 
+class WafSettings(BaseModel):
+    """The managed WAF (``docs/waf.md``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    crs_rules_dir: Path = Field(
+        default=Path("/usr/share/modsecurity-crs/rules"),
+        description="the OWASP Core Rule Set's rule files (REQUEST-9*.conf and its .data files), compiled into the "
+        "OWASP Core Ruleset; where Debian's modsecurity-crs package installs them by default",
+    )
+
+
 def _default_networks() -> dict[str, NetworkSettings]:
     return {name: NetworkSettings() for name in ("mainnet", "sepolia", "holesky")}
 
@@ -288,6 +300,7 @@ class Settings(BaseSettings):
     logs: LogSettings = Field(default_factory=LogSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     edge: EdgeSettings = Field(default_factory=EdgeSettings)
+    waf: WafSettings = Field(default_factory=WafSettings)
 
     @property
     def edge_worker_count(self) -> int:

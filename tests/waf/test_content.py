@@ -1,8 +1,10 @@
-"""The managed rulesets' content: every rule compiles and is well tagged; attacks are caught, benign JSON-RPC passes.
+"""The managed rulesets' content: the Managed Ruleset's rules compile and are well tagged, the OWASP Core Ruleset is the
+CRS installed on the machine in the Rulesets API's shape; attacks are caught, benign JSON-RPC passes.
 
-The Core Ruleset's scores are checked as the anomaly thresholds see them: a typical vector of each attack family
-reaches 40 (medium) at PL1 in the query string and in a JSON-RPC parameter, and 25 (high) in any header; benign
-traffic (this corpus and the benchmark's benign mix) scores 0 at PL1 and PL2."""
+Benign JSON-RPC traffic (this corpus, the benchmark's benign mix, generated calls) matches nothing at PL1 and PL2 and
+scores nothing up to PL3; at PL4 a JSON value in a cookie may add one warning (3), below every threshold. The Managed
+Ruleset blocks every attack of the corpus; CRS alone at PL1, at its own threshold (5), sees those it has rules for.
+How much CRS detects is measured on its own regression suite (``tests/seclang/test_crs_regression.py``)."""
 
 from __future__ import annotations
 
@@ -17,20 +19,20 @@ from edgeplane.waf.catalogue import (
     OWASP_RULESET_ID,
     OWASP_SCORE_RULE_ID,
     SEVERITY_SCORES,
+    core_rule_id,
     load_catalogue,
 )
+from edgeplane.waf.core_ruleset import core_rule_set
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
-from tests.waf.corpus import ATTACKS, BENIGN, BLATANT, PARTIAL, PLACES, TYPICAL, Attack, Sample, placed, rpc
+from tests.waf.corpus import ATTACKS, BENIGN, PLACES, TYPICAL, Attack, Sample, placed, rpc
 
 CATALOGUE = load_catalogue()
 ALL_RULES = [(ruleset.id, rule) for ruleset in CATALOGUE.values() for rule in ruleset.rules]
-# Rules that need no pattern: they cannot be prefiltered and run on every request.
-UNINDEXED = {'http.user_agent eq ""', OWASP_SCORE_RULE_ID}
+EXPRESSION_RULES = [(ruleset_id, rule) for ruleset_id, rule in ALL_RULES if rule.crs_id is None]
 
 
 def test_both_rulesets_are_shipped_with_their_public_ids() -> None:
     assert set(CATALOGUE) == {MANAGED_RULESET_ID, OWASP_RULESET_ID}
-    assert 60 <= len(CATALOGUE[OWASP_RULESET_ID].rules) <= 500
     assert CATALOGUE[OWASP_RULESET_ID].rules[-1].id == OWASP_SCORE_RULE_ID
 
 
@@ -39,24 +41,34 @@ def test_rule_ids_are_unique_across_rulesets() -> None:
     assert len(ids) == len(set(ids))
 
 
-@pytest.mark.parametrize(("ruleset_id", "rule"), ALL_RULES, ids=lambda value: getattr(value, "id", value))
+@pytest.mark.parametrize(("ruleset_id", "rule"), EXPRESSION_RULES, ids=lambda value: getattr(value, "id", value))
 def test_every_rule_compiles(ruleset_id: str, rule: object) -> None:
     expression = compile_expression(rule.expression)  # type: ignore[attr-defined]
     if rule.id != OWASP_SCORE_RULE_ID and "matches" in rule.expression:  # type: ignore[attr-defined]
         assert expression.prefilter is not None, "a signature the multi-pattern index cannot run"
 
 
-def test_core_rules_carry_one_paranoia_level_an_attack_tag_and_a_severity() -> None:
-    for rule in CATALOGUE[OWASP_RULESET_ID].rules:
-        if rule.id == OWASP_SCORE_RULE_ID:
-            assert rule.score_threshold == 40
-            assert rule.action == "block"
-            continue
+def test_the_core_ruleset_offers_every_crs_rule_that_scores() -> None:
+    crs = core_rule_set()
+    *core, score_rule = CATALOGUE[OWASP_RULESET_ID].rules
+    assert [rule.crs_id for rule in core] == [rule.crs_id for rule in crs.rules]
+    assert 150 <= len(core) <= 400
+    for rule, source in zip(core, crs.rules, strict=True):
+        assert rule.id == core_rule_id(source.crs_id)
+        assert rule.ref == str(source.crs_id)
+        assert rule.description.startswith(f"{source.crs_id}: ")
+        assert rule.action == "score"
+        assert rule.severity in SEVERITY_SCORES
         levels = [category for category in rule.categories if category.startswith("paranoia-level-")]
-        assert len(levels) == 1, rule.id
-        assert any(category.startswith("attack-") for category in rule.categories), rule.id
-        assert rule.action == "score", rule.id
-        assert rule.severity in SEVERITY_SCORES, rule.id
+        assert levels == [f"paranoia-level-{source.paranoia_level}"]
+    assert score_rule.score_threshold == 40
+    assert score_rule.action == "block"
+
+
+def test_core_rule_ids_are_stable() -> None:
+    # The id of a CRS rule's managed rule is derived from the CRS id alone: deployments that name it keep working.
+    assert core_rule_id(942100) == core_rule_id(942100) != core_rule_id(942101)
+    assert len(core_rule_id(942100)) == 32
 
 
 def test_managed_rules_have_a_category_and_a_default_action() -> None:
@@ -137,8 +149,8 @@ CORE_SCORES = {
     )
     for level in (1, 2, 3, 4)
 }
-# A scripting client's User-Agent (curl, okhttp, ...) is a notice at PL3 and above: 2 points, documented.
-SCRIPTING_CLIENT_NOTICE = 2
+# At PL4, CRS counts SQL special characters in cookies (942421): a JSON cookie value is a warning. Documented.
+JSON_COOKIE_WARNING = 3
 
 
 def core_score(fields: RequestFields, level: int = 1) -> int:
@@ -147,15 +159,6 @@ def core_score(fields: RequestFields, level: int = 1) -> int:
         if match.rule_id == OWASP_SCORE_RULE_ID:
             return int(match.metadata["score"])
     return 0
-
-
-def core_blocks(fields: RequestFields, threshold: int) -> bool:
-    """Whether the Core Ruleset alone at PL1, its score rule blocking at ``threshold``, blocks the request."""
-    firewall = compile_firewall(
-        {"http_request_firewall_managed": deploy_managed_rulesets(score_threshold=threshold, managed=False)}
-    )
-    verdict = firewall.evaluate(fields)
-    return verdict.terminal is not None and verdict.terminal.rule_id == OWASP_SCORE_RULE_ID
 
 
 def bench_fields(request: HttpRequest) -> RequestFields:
@@ -170,32 +173,6 @@ def bench_fields(request: HttpRequest) -> RequestFields:
         body=request.body,
         client_ip=request.client_ip,
     )
-
-
-@pytest.mark.parametrize("place", ["query", "rpc-param"])
-@pytest.mark.parametrize(("family", "payload"), TYPICAL, ids=[family for family, _ in TYPICAL])
-def test_a_typical_attack_reaches_the_medium_threshold_at_pl1(family: str, payload: str, place: str) -> None:
-    sample = placed(payload, place)
-    assert core_score(sample.fields()) >= 40
-    assert core_blocks(sample.fields(), threshold=40)
-
-
-@pytest.mark.parametrize("place", [place for place in PLACES if place not in ("query", "rpc-param")])
-@pytest.mark.parametrize(("family", "payload"), TYPICAL, ids=[family for family, _ in TYPICAL])
-def test_a_typical_attack_in_a_header_reaches_the_high_threshold_at_pl1(family: str, payload: str, place: str) -> None:
-    assert core_blocks(placed(payload, place).fields(), threshold=25)
-
-
-@pytest.mark.parametrize("place", ["query", "rpc-param"])
-@pytest.mark.parametrize(("family", "payload"), BLATANT, ids=[family for family, _ in BLATANT])
-def test_a_blatant_attack_reaches_the_low_threshold_at_pl1(family: str, payload: str, place: str) -> None:
-    assert core_blocks(placed(payload, place).fields(), threshold=60)
-
-
-@pytest.mark.parametrize("place", ["query", "rpc-param"])
-@pytest.mark.parametrize(("family", "payload", "minimum"), PARTIAL, ids=[family for family, _, _ in PARTIAL])
-def test_weaker_vectors_still_score_at_pl1(family: str, payload: str, minimum: int, place: str) -> None:
-    assert core_score(placed(payload, place).fields()) >= minimum
 
 
 def test_higher_paranoia_levels_only_add_to_the_score() -> None:
@@ -216,7 +193,7 @@ def test_the_managed_ruleset_blocks_typical_attacks_anywhere(family: str, payloa
 @pytest.mark.parametrize("level", [1, 2, 3, 4])
 @pytest.mark.parametrize("sample", BENIGN, ids=lambda sample: sample.name)
 def test_benign_json_rpc_scores_nothing(sample: Sample, level: int) -> None:
-    allowed = 0 if level <= 2 else SCRIPTING_CLIENT_NOTICE
+    allowed = 0 if level <= 3 else JSON_COOKIE_WARNING
     assert core_score(sample.fields(), level) <= allowed
 
 

@@ -23,7 +23,7 @@ from typing import Any, Final, TypeGuard
 
 from edgeplane.api.errors import ApiError, bad_request
 from edgeplane.rules import RulesError, check_expression
-from edgeplane.waf.catalogue import MANAGED_PHASE, OWASP_RULESET_ID, load_catalogue
+from edgeplane.waf.catalogue import MANAGED_PHASE, OWASP_RULESET_ID, load_catalogue, owasp_unavailable_reason
 
 CUSTOM_PHASE: Final = "http_request_firewall_custom"
 SUPPORTED_PHASES: Final = (CUSTOM_PHASE, MANAGED_PHASE)
@@ -36,6 +36,7 @@ UNSUPPORTED_PHASE: Final = 20003
 READ_ONLY_RULESET: Final = 20004
 RULESET_IN_USE: Final = 20005
 ENTRYPOINT_EXISTS: Final = 20006
+RULESET_UNAVAILABLE: Final = 20007  # a managed ruleset this server cannot run (the OWASP Core Rule Set not installed)
 
 MAX_RULES: Final = 1000
 MAX_NAME: Final = 255
@@ -369,6 +370,12 @@ def _execute_parameters(parameters: Any, context: RuleContext, pointer: str) -> 
         categories = frozenset()
         thresholds = frozenset()
         latest = None
+    elif target_id == OWASP_RULESET_ID:
+        raise bad_request(
+            f"the OWASP Core Ruleset is not available on this server: {owasp_unavailable_reason()}",
+            code=RULESET_UNAVAILABLE,
+            pointer=f"{pointer}/id",
+        )
     else:
         raise invalid(
             f"id {target_id!r} must name a managed ruleset or a custom ruleset of this account", f"{pointer}/id"

@@ -51,6 +51,7 @@ from edgeplane.waf.catalogue import (
     ManagedRuleset,
     load_catalogue,
 )
+from edgeplane.waf.core_ruleset import crs_installed
 
 DEFAULT_ENTRYPOINT_NAME = "default"
 DEFAULT_PER_PAGE = 50
@@ -582,16 +583,19 @@ def _version(request: ApiRequest, ruleset: Ruleset) -> RulesetVersion:
 def default_managed_rules() -> list[dict[str, Any]]:
     """The rules a new zone's ``http_request_firewall_managed`` entrypoint starts with, as a client would send them
     (no ids): execute the Managed Ruleset with its default actions, and the OWASP Core Ruleset at paranoia level 1
-    whose score rule only logs, at the medium threshold (40)."""
+    whose score rule only logs, at the medium threshold (40), when the OWASP Core Rule Set is installed."""
     paranoia_above_1 = [{"category": f"paranoia-level-{level}", "enabled": False} for level in (2, 3, 4)]
+    managed = {
+        "action": "execute",
+        "expression": "true",
+        "description": "Cloudflare Managed Ruleset",
+        "enabled": True,
+        "action_parameters": {"id": MANAGED_RULESET_ID, "version": "latest"},
+    }
+    if not crs_installed():
+        return [managed]  # the OWASP Core Rule Set is not installed here (serve says so at start)
     return [
-        {
-            "action": "execute",
-            "expression": "true",
-            "description": "Cloudflare Managed Ruleset",
-            "enabled": True,
-            "action_parameters": {"id": MANAGED_RULESET_ID, "version": "latest"},
-        },
+        managed,
         {
             "action": "execute",
             "expression": "true",

@@ -56,6 +56,7 @@ from edgeplane.waf.catalogue import (
     ManagedRuleset,
     load_catalogue,
 )
+from edgeplane.waf.core_ruleset import CoreRuleSet, core_rule_set
 from edgeplane.waf.errors import UnknownPhaseError
 from edgeplane.waf.multipattern import PatternIndex
 from edgeplane.waf.overrides import SCORE_ACTION, Overrides
@@ -177,9 +178,21 @@ class _Rule:
 
 
 @dataclass(slots=True)
+class _CorePlan:
+    """How an execution of the OWASP Core Ruleset runs the CRS: at which paranoia level, without which CRS rules,
+    and the enabled rules by CRS id (with their effective actions)."""
+
+    crs: CoreRuleSet
+    paranoia_level: int
+    disabled: frozenset[int]
+    rules: dict[int, _Rule]
+
+
+@dataclass(slots=True)
 class _Ruleset:
     id: str
     rules: list[_Rule]
+    core: _CorePlan | None = None  # the OWASP Core Ruleset: its CRS rules, run by the engine at once
     # Filled once the index is built: the positions of the rules evaluated on every request, and the position of
     # each indexed rule by serial, so that a request walks only its candidates and those.
     always: tuple[int, ...] = ()
@@ -285,6 +298,11 @@ class Firewall:
         skipped = run.skipped_rules.get(ruleset.id)
         score = 0
         contributors: list[str] = []
+        if ruleset.core is not None:
+            outcome = self._run_core(ruleset, ruleset.core, run, skipped)
+            if outcome is None:
+                return True
+            score, contributors = outcome
         for position in ruleset.order(run.candidates):
             rule = rules[position]
             if skipped is not None and rule.id in skipped:
@@ -312,6 +330,8 @@ class Firewall:
             metadata: dict[str, str] = {}
             if threshold is not None:
                 metadata = {"score": str(score), "threshold": str(threshold), "rules": " ".join(contributors)}
+                if ruleset.core is not None:
+                    metadata["crs_rules"] = " ".join(_crs_ids(ruleset.core, contributors))
             match = Match(rule.id, ruleset.id, rule.ref, rule.description, action, run.source, run.phase, metadata)
             if action == "skip":
                 if rule.logging:
@@ -329,6 +349,49 @@ class Firewall:
                 run.response = rule.response
                 return True
         return False
+
+    def _run_core(
+        self, ruleset: _Ruleset, core: _CorePlan, run: _Run, skipped: frozenset[str] | None
+    ) -> tuple[int, list[str]] | None:
+        """Runs the CRS once for the Core Ruleset's rules: each enabled rule that fired acts once, in the order the
+        CRS fired them (``score``: adds its score). The score and its contributors, or None when a terminating
+        action ended evaluation."""
+        try:
+            evaluation = core.crs.evaluate(run.request, paranoia_level=core.paranoia_level, disabled=core.disabled)
+        except Exception:
+            _BROKEN_AT_EVALUATION.inc()
+            log.exception("the OWASP Core Rule Set failed on a request")
+            return 0, []
+        score = 0
+        contributors: list[str] = []
+        for fired in evaluation.matches:
+            rule = core.rules.get(fired.rule_id)
+            if rule is None or rule.id in contributors or (skipped is not None and rule.id in skipped):
+                continue
+            if rule.action == SCORE_ACTION:
+                score += rule.score
+                contributors.append(rule.id)
+                continue
+            metadata = {
+                "crs_id": str(fired.rule_id),
+                "matched_var": fired.matched_var_name,
+                "matched_data": fired.matched_var[:_MATCHED_DATA_BYTES].decode("utf-8", "replace"),
+            }
+            match = Match(rule.id, ruleset.id, rule.ref, rule.description, rule.action, run.source, run.phase, metadata)
+            run.matches.append(match)
+            if rule.action in TERMINATING_ACTIONS:
+                run.terminal = match
+                run.response = rule.response
+                return None
+        return score, contributors
+
+
+_MATCHED_DATA_BYTES: Final = 128
+
+
+def _crs_ids(core: _CorePlan, rule_ids: list[str]) -> list[str]:
+    by_id = {rule.id: rule.ref for rule in core.rules.values()}
+    return [by_id.get(rule_id, rule_id) for rule_id in rule_ids]
 
 
 def _apply_skip(skip: _Skip, run: _Run) -> None:
@@ -475,6 +538,7 @@ class _Compiler:
 
     def _managed(self, managed: ManagedRuleset, overrides: Overrides, where: str) -> _Ruleset:
         ruleset = self._ruleset(managed.id)
+        core: dict[int, _Rule] = {}
         for item in managed.rules:
             effective = overrides.resolve(
                 item.id,
@@ -487,6 +551,9 @@ class _Compiler:
                 continue
             if effective.action not in _KNOWN_ACTIONS or effective.action in ("execute", "skip"):
                 self._problem(f"{where}: override action {effective.action!r} for rule {item.id}")
+                continue
+            if item.crs_id is not None:
+                core[item.crs_id] = self._core_rule(item.id, item.ref, item.description, effective.action, item.score)
                 continue
             rule = self._rule(
                 rule_id=item.id,
@@ -501,10 +568,17 @@ class _Compiler:
             rule.score = item.score
             rule.score_threshold = effective.score_threshold
             ruleset.rules.append(rule)
-        if managed.id == OWASP_RULESET_ID:
-            # Scoring rules first, whatever the data file's order: the score rule sees the whole sum.
-            ruleset.rules.sort(key=lambda rule: rule.score_threshold is not None)
+        if core:
+            ruleset.core = _core_plan(core)
         return ruleset
+
+    def _core_rule(self, rule_id: str, ref: str, description: str, action: str, score: int) -> _Rule:
+        rule = _Rule(
+            serial=len(self.rules), id=rule_id, ref=ref, description=description, action=action, predicate=_never
+        )
+        rule.score = score
+        self.rules.append(rule)
+        return rule
 
     def _ruleset(self, ruleset_id: str) -> _Ruleset:
         ruleset = _Ruleset(ruleset_id, [])
@@ -535,6 +609,19 @@ class _Compiler:
     def _problem(self, problem: str) -> None:
         _BROKEN_AT_COMPILE.inc()
         self.problems.append(problem)
+
+
+def _never(request: RequestFields) -> bool:
+    return False  # a core rule's match is the CRS's to tell (``Firewall._run_core``)
+
+
+def _core_plan(enabled: dict[int, _Rule]) -> _CorePlan:
+    """The CRS run for the enabled core rules: the highest paranoia level among them, the others removed."""
+    crs = core_rule_set()
+    levels = {rule.crs_id: rule.paranoia_level for rule in crs.rules}
+    level = max((levels.get(crs_id, 1) for crs_id in enabled), default=1)
+    disabled = frozenset(levels) - frozenset(enabled)
+    return _CorePlan(crs=crs, paranoia_level=level, disabled=disabled, rules=enabled)
 
 
 @functools.lru_cache(maxsize=4096)
