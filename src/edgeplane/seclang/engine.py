@@ -40,16 +40,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
 import re2
 
+from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.seclang.actions import Control, Macro, RuleActions, compile_actions
 from edgeplane.seclang.errors import OperatorArgumentError, RuleFileError, UnsupportedOperator
 from edgeplane.seclang.operators import Captures, Operator, compile_operator
+from edgeplane.seclang.pipeline import Pipeline
+from edgeplane.seclang.prefilter import Prefilter, PrefilterRule, Source, superset_pattern
 from edgeplane.seclang.request import HttpRequest
 from edgeplane.seclang.rule_files import Directive, SecMarker, SecRule, Target, load_rule_files
-from edgeplane.seclang.transformations import transformation
 from edgeplane.seclang.variables import RequestVariables
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
 ]
 
 EngineMode = Literal["On", "DetectionOnly", "Off"]
+_UNANCHORED = re2._Anchor.UNANCHORED
 
 # Operators whose data this engine cannot reach at request time (a GeoIP database, DNS blocklists).
 NEVER_MATCHING_OPERATORS = frozenset({"geolookup", "rbl"})
@@ -93,6 +96,11 @@ _SCORE_WEIGHTS = frozenset(
     {"critical_anomaly_score", "error_anomaly_score", "warning_anomaly_score", "notice_anomaly_score"}
 )
 _PHASE1_FALLBACK = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
+# Operators that cost less than remembering their answer; the others (patterns, libinjection, validations, IP
+# networks) remember it for the values they have seen: operators are pure functions of the value.
+_CHEAP_OPERATORS = frozenset(
+    {"eq", "ge", "gt", "lt", "le", "streq", "beginswith", "endswith", "contains", "within", "nomatch"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,23 +156,19 @@ class Evaluation:
         }
 
 
-class _KeyPattern(Protocol):
-    def search(self, text: bytes) -> object: ...
-
-
 @dataclass(frozen=True, slots=True)
 class _Selector:
     """A key selector of a target: a literal (compared case-insensitively) or a regex (searched, case-insensitive)."""
 
     literal: bytes | None
-    regex: _KeyPattern | None
+    regex: Callable[[bytes], bool] | None  # whether the regex is found in a key (remembered: keys repeat)
     text: str
 
     def matches(self, key: bytes) -> bool:
         if self.literal is not None:
             return key.lower() == self.literal
         assert self.regex is not None
-        return self.regex.search(key) is not None
+        return self.regex(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,10 +189,10 @@ class _Rule:
     rule_id: int | None
     source: str
     targets: tuple[_Target, ...]
-    pipeline: tuple[Callable[[bytes], bytes], ...]
-    pipeline_key: tuple[str, ...]
+    pipeline: Pipeline
     operator: Operator | None
     operator_name: str
+    operator_argument: str
     operator_macro: Macro | None
     negated: bool
     actions: RuleActions
@@ -199,6 +203,12 @@ class _Rule:
     # Same number for rules with the same targets when those read only the request (not TX, IP... nor MATCHED_*),
     # whose values then stay the same for a whole phase; None otherwise.
     targets_key: int | None = None
+    # Of a chain starter, set when its phase is compiled: its index in the phase's rules; where the walk goes on
+    # after it matched when it has skipAfter or skip (-1: the next rule); whether the phase's prefilter decides if
+    # it can match.
+    position: int = -1
+    jump: int = -1
+    prefiltered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,14 +216,23 @@ class _Marker:
     name: str
 
 
-_Program = tuple[_Rule | _Marker, ...]
+@dataclass(frozen=True, slots=True)
+class _Phase:
+    """A phase's chain starters in order (``SecMarker`` s resolved into each rule's ``jump``) and the prefilter of
+    those whose ``prefiltered`` is set."""
+
+    rules: tuple[_Rule, ...]
+    prefilter: Prefilter | None
+
+
+_NO_PHASE = _Phase((), None)
 
 
 class RuleEngine:
     """Compiled rules, ready to evaluate requests; safe to share. Its only state after :func:`compile_rules` is a
     bounded cache of operators compiled for the expansions of macro arguments (``@within %{tx.allowed_methods}``)."""
 
-    def __init__(self, phases: Mapping[int, _Program], data_dir: Path) -> None:
+    def __init__(self, phases: Mapping[int, _Phase], data_dir: Path) -> None:
         self._phases = dict(phases)
         self._data_dir = data_dir
         self._dynamic_operators: dict[tuple[str, str], Operator] = {}
@@ -222,10 +241,7 @@ class RuleEngine:
     def rule_ids(self) -> frozenset[int]:
         """The ids of every rule of phases 1 and 2."""
         return frozenset(
-            item.rule_id
-            for program in self._phases.values()
-            for item in program
-            if isinstance(item, _Rule) and item.rule_id is not None
+            rule.rule_id for phase in self._phases.values() for rule in phase.rules if rule.rule_id is not None
         )
 
     def evaluate(
@@ -243,13 +259,15 @@ class RuleEngine:
         rules that do not run at all, as if ``ctl:ruleRemoveById`` had removed them before the first rule. Never
         raises for a request's content."""
         transaction = _Transaction(self, RequestVariables(request, body_limit=body_limit), mode)
-        transaction.removed_ids.update(disabled)
+        if disabled:
+            transaction.removed_ids.update(disabled)
+            transaction.removals = True
         for name, value in (tx or {}).items():
             transaction.collections["TX"][name.lower()] = value.encode("utf-8") if isinstance(value, str) else value
         for phase in (1, 2):
             if transaction.mode == "Off" or transaction.stopped:
                 break
-            transaction.run_phase(phase, self._phases.get(phase, ()))
+            transaction.run_phase(phase, self._phases.get(phase, _NO_PHASE))
         return Evaluation(tuple(transaction.matches), dict(transaction.collections["TX"]), transaction.interrupted_by)
 
     def _operator_for(self, rule: _Rule, argument: bytes) -> Operator:
@@ -274,18 +292,20 @@ def load_crs(rules_dir: Path) -> RuleEngine:
     return compile_rules(load_rule_files(paths), data_dir=rules_dir)
 
 
-def compile_rules(directives: Iterable[Directive], *, data_dir: Path) -> RuleEngine:
+def compile_rules(directives: Iterable[Directive], *, data_dir: Path, prefilter: bool = True) -> RuleEngine:
     """Compile directives into an engine: rules of phases 1 and 2 (others are dropped), markers in every phase.
+    ``prefilter=False`` evaluates every rule on every request (the plain walk the prefiltered one must equal).
     Raises :class:`RuleFileError` (bad actions, a rule without id), ``UnknownTransformation``,
     ``UnsupportedOperator`` and ``OperatorArgumentError``."""
     programs: dict[int, list[_Rule | _Marker]] = {1: [], 2: []}
     targets_keys: dict[tuple[str, ...], int] = {}
+    pipelines: dict[tuple[str, ...], Pipeline] = {}
     for directive in directives:
         if isinstance(directive, SecMarker):
             for program in programs.values():
                 program.append(_Marker(directive.name))
             continue
-        rule = _compile_chain(directive, data_dir)
+        rule = _compile_chain(directive, data_dir, pipelines)
         link: _Rule | None = rule
         while link is not None:
             if link.targets and all(_reads_only_the_request(target) for target in link.targets):
@@ -298,10 +318,86 @@ def compile_rules(directives: Iterable[Directive], *, data_dir: Path) -> RuleEng
         phase = rule.actions.phase or 2
         if phase in programs:
             programs[phase].append(rule)
-    return RuleEngine({phase: tuple(program) for phase, program in programs.items()}, data_dir)
+    return RuleEngine(
+        {phase: _compile_phase(program, data_dir, prefilter) for phase, program in programs.items()}, data_dir
+    )
 
 
-def _compile_chain(rule: SecRule, data_dir: Path) -> _Rule:
+def _compile_phase(program: Sequence[_Rule | _Marker], data_dir: Path, prefilter: bool) -> _Phase:
+    """The phase's rules with each ``skipAfter`` / ``skip`` resolved to the index the walk goes on at (the rule
+    after the first marker of that name that follows; the end of the phase when there is none; ``skip`` counts
+    markers as ModSecurity v3 does), and the prefilter of its pattern rules."""
+    rules = [item for item in program if isinstance(item, _Rule)]
+    for position, rule in enumerate(rules):
+        rule.position = position
+    # For each index of the program, the position of the first rule at or after it.
+    next_rule = [len(rules)] * (len(program) + 1)
+    for index in range(len(program) - 1, -1, -1):
+        item = program[index]
+        next_rule[index] = item.position if isinstance(item, _Rule) else next_rule[index + 1]
+    for index, item in enumerate(program):
+        if not isinstance(item, _Rule):
+            continue
+        if item.actions.skip_after is not None:
+            marker = next(
+                (
+                    later
+                    for later in range(index + 1, len(program))
+                    if isinstance(program[later], _Marker) and program[later].name == item.actions.skip_after  # type: ignore[union-attr]
+                ),
+                None,
+            )
+            item.jump = len(rules) if marker is None else next_rule[marker + 1]
+        elif item.actions.skip:
+            item.jump = next_rule[min(index + 1 + item.actions.skip, len(program))]
+    candidates = [candidate for rule in rules if (candidate := _prefilter_rule(rule, data_dir)) is not None]
+    if not prefilter or not candidates:
+        return _Phase(tuple(rules), None)
+    for candidate in candidates:
+        rules[candidate.slot].prefiltered = True
+    return _Phase(tuple(rules), Prefilter(candidates))
+
+
+def _prefilter_rule(rule: _Rule, data_dir: Path) -> PrefilterRule | None:
+    """The rule as the prefilter sees it, when its first link is a pattern (not negated, argument without macros)
+    on targets that read only the request and count nothing."""
+    if (
+        rule.operator is None
+        or rule.negated
+        or rule.unconditional
+        or rule.targets_key is None
+        or any(target.counted for target in rule.targets)
+    ):
+        return None
+    pattern = superset_pattern(rule.operator_name, rule.operator_argument, data_dir=data_dir)
+    if pattern is None:
+        return None
+    sources = tuple(dict.fromkeys(_source(target) for target in rule.targets))
+    targets = rule.targets
+
+    def reads(source: Source, key: bytes) -> bool:
+        if isinstance(source, tuple):  # ("XML", xpath): the xpath selected the values
+            return True
+        for target in targets:
+            if target.collection != source:
+                continue
+            if target.selector is not None and not target.selector.matches(key):
+                continue
+            if any(selector is None or selector.matches(key) for selector in target.exclusions):
+                continue
+            return True
+        return False
+
+    return PrefilterRule(rule.position, pattern, rule.pipeline, sources, reads)
+
+
+def _source(target: _Target) -> Source:
+    if target.collection == "XML":
+        return ("XML", target.selector.text if target.selector is not None else "/*")
+    return target.collection
+
+
+def _compile_chain(rule: SecRule, data_dir: Path, pipelines: dict[tuple[str, ...], Pipeline]) -> _Rule:
     starter_actions = compile_actions(rule.actions, source=rule.source)
     if starter_actions.rule_id is None:
         raise RuleFileError(f"{rule.source}: a rule without id")
@@ -318,13 +414,19 @@ def _compile_chain(rule: SecRule, data_dir: Path) -> _Rule:
             compiled,
             starter_actions,
             data_dir,
+            pipelines,
         )
     assert compiled is not None
     return compiled
 
 
 def _compile_link(
-    rule: SecRule, actions: RuleActions, chained: _Rule | None, starter: RuleActions, data_dir: Path
+    rule: SecRule,
+    actions: RuleActions,
+    chained: _Rule | None,
+    starter: RuleActions,
+    data_dir: Path,
+    pipelines: dict[tuple[str, ...], Pipeline],
 ) -> _Rule:
     exclusions = tuple(
         (target.collection, _compile_selector(target, rule.source)) for target in rule.targets if target.excluded
@@ -334,7 +436,8 @@ def _compile_link(
         for target in rule.targets
         if not target.excluded
     )
-    pipeline = tuple(transformation(name) for name in actions.transformations)
+    pipeline = Pipeline(actions.transformations, multi_match=actions.multi_match)
+    pipeline = pipelines.setdefault(pipeline.key, pipeline)
     operator: Operator | None = None
     operator_macro: Macro | None = None
     name_lower = rule.operator.lower()
@@ -346,6 +449,8 @@ def _compile_link(
         macro = Macro.parse(rule.operator_argument)
         if macro.is_constant:
             operator = compile_operator(rule.operator, rule.operator_argument, data_dir=data_dir)
+            if name_lower not in _CHEAP_OPERATORS:
+                operator = BoundedMemo(operator, max_entries=4096, max_length=4096)
         else:
             operator_macro = macro
     return _Rule(
@@ -353,10 +458,9 @@ def _compile_link(
         source=rule.source,
         targets=targets,
         pipeline=pipeline,
-        pipeline_key=tuple(name.lower() for name in actions.transformations)
-        + (("+multi",) if actions.multi_match else ()),
         operator=operator,
         operator_name=rule.operator,
+        operator_argument=rule.operator_argument,
         operator_macro=operator_macro,
         negated=rule.operator_negated,
         actions=actions,
@@ -393,16 +497,20 @@ def _compile_selector(target: Target, source: str) -> _Selector | None:
     return _Selector(target.selector.lower().encode("utf-8"), None, target.selector)
 
 
-def _key_regex(pattern: str, source: str) -> _KeyPattern:
+def _key_regex(pattern: str, source: str) -> Callable[[bytes], bool]:
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = False  # ModSecurity v3 matches key selectors without case
     options.encoding = re2.Options.Encoding.LATIN1
     try:
-        compiled: _KeyPattern = re2.compile(pattern.encode("utf-8"), options)
+        match = re2.compile(pattern.encode("utf-8"), options)._regexp.Match
     except re2.error as error:
         raise RuleFileError(f"{source}: bad key selector /{pattern}/: {error}") from error
-    return compiled
+
+    def found(key: bytes) -> bool:
+        return bool(match(_UNANCHORED, key, 0, len(key))[0][0] >= 0)
+
+    return BoundedMemo(found, max_entries=4096, max_length=256)
 
 
 def _target_spec(text: str) -> tuple[str, _Selector | None]:
@@ -438,7 +546,7 @@ class _Transaction:
     removed_tags: set[str] = field(default_factory=set)
     removed_targets_by_id: dict[int, list[tuple[str, _Selector | None]]] = field(default_factory=dict)
     removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = field(default_factory=list)
-    memo: dict[tuple[tuple[str, ...], bytes], Sequence[bytes]] = field(default_factory=dict)
+    removals: bool = False  # whether any rule or target was removed (ctl, disabled)
     current: _Rule | None = None
     force_request_body: bool = False
     # Request collections and their key indexes, valid for one phase (the body processor may change in phase 1).
@@ -446,41 +554,49 @@ class _Transaction:
     index_cache: dict[str, dict[bytes, list[tuple[bytes, bytes]]]] = field(default_factory=dict)
     # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
     # repeats the same targets and pipeline across dozens of rules.
-    entries_cache: dict[tuple[int, tuple[str, ...]], list[tuple[bytes, Sequence[bytes]]]] = field(default_factory=dict)
+    entries_cache: dict[tuple[int, Pipeline], list[tuple[bytes, Sequence[bytes]]]] = field(default_factory=dict)
+    # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long as
+    # the request collections are.
+    prefilter_hits: set[int] | None = None
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
-    def run_phase(self, phase: int, program: _Program) -> None:
+    def run_phase(self, phase: int, program: _Phase) -> None:
         self.phase = phase
         self._forget_request_values()
-        skip_to: str | None = None
-        skip_next = 0
-        for item in program:
-            if isinstance(item, _Marker):
-                if skip_to is not None and item.name == skip_to:
-                    skip_to = None
-                elif skip_next > 0:
-                    skip_next -= 1
+        rules = program.rules
+        prefilter = program.prefilter
+        index = 0
+        count = len(rules)
+        while index < count:
+            rule = rules[index]
+            index += 1
+            if rule.prefiltered:
+                hits = self.prefilter_hits
+                if hits is None:
+                    assert prefilter is not None
+                    hits = self.prefilter_hits = prefilter.hits(self._source_pairs)
+                if rule.position not in hits:
+                    continue  # its operator matches none of the values it reads: it would do nothing
+            if self.removals and self._removed(rule):
                 continue
-            if skip_to is not None:
-                continue
-            if skip_next > 0:
-                skip_next -= 1
-                continue
-            if self._removed(item):
-                continue
-            self.current = item
+            self.current = rule
             self.matched_var = None
             self.matched_vars = []
-            if not self._evaluate(item):
+            if not self._evaluate(rule):
                 continue
-            self._record(item)
+            self._record(rule)
             if self.stopped:
                 return
-            if item.actions.skip_after is not None:
-                skip_to = item.actions.skip_after
-            elif item.actions.skip:
-                skip_next = item.actions.skip
+            if rule.jump >= 0:
+                index = rule.jump
+
+    def _source_pairs(self, source: Source) -> Sequence[tuple[bytes, bytes]]:
+        """The (key, value) pairs of a prefilter source, as a rule reading the whole collection sees them now."""
+        if isinstance(source, tuple):
+            return self._pairs("XML", _Selector(None, None, source[1]))
+        assert isinstance(source, str)
+        return self._pairs(source, None)
 
     def _removed(self, rule: _Rule) -> bool:
         rule_id = rule.rule_id
@@ -565,11 +681,11 @@ class _Transaction:
         """Each value of the rule's targets by variable name, transformed by its pipeline."""
         removed = self._removed_targets(rule) if self.removed_targets_by_id or self.removed_targets_by_tag else ()
         if rule.targets_key is None or removed:
-            return [(name, self._transformed(rule, value)) for name, value in self._values(rule, removed)]
-        key = (rule.targets_key, rule.pipeline_key)
+            return [(name, rule.pipeline(value)) for name, value in self._values(rule, removed)]
+        key = (rule.targets_key, rule.pipeline)
         entries = self.entries_cache.get(key)
         if entries is None:
-            entries = [(name, self._transformed(rule, value)) for name, value in self._values(rule, ())]
+            entries = [(name, rule.pipeline(value)) for name, value in self._values(rule, ())]
             self.entries_cache[key] = entries
         return entries
 
@@ -578,26 +694,7 @@ class _Transaction:
         self.collection_cache.clear()
         self.index_cache.clear()
         self.entries_cache.clear()
-
-    def _transformed(self, rule: _Rule, value: bytes) -> Sequence[bytes]:
-        if not rule.pipeline:
-            return (value,)
-        key = (rule.pipeline_key, value)
-        result = self.memo.get(key)
-        if result is None:
-            if rule.actions.multi_match:
-                steps = [value]
-                for function in rule.pipeline:
-                    value = function(value)
-                    if value != steps[-1]:
-                        steps.append(value)
-                result = tuple(steps)
-            else:
-                for function in rule.pipeline:
-                    value = function(value)
-                result = (value,)
-            self.memo[key] = result
-        return result
+        self.prefilter_hits = None
 
     # -- variables -------------------------------------------------------------------------------------------------
 
@@ -722,6 +819,8 @@ class _Transaction:
     def _control(self, control: Control) -> None:
         option = control.option.lower()
         value = control.value
+        if option.startswith("ruleremove"):
+            self.removals = True
         if option == "ruleremovebyid":
             for part in value.replace(",", " ").split():
                 low, dash, high = part.partition("-")

@@ -1,0 +1,208 @@
+"""Which pattern rules of a phase can match a request at all, found with one RE2 set instead of a regex per rule.
+
+Most of CRS's rules are a pattern (``@rx``, ``@pm``, ``@pmFromFile``) searched in request values after a
+transformation pipeline, and on nearly every request nearly none of them matches. A :class:`Prefilter` is built for
+the rules of a phase that start with such an operator (not negated) and read only the request: for every rule a
+*superset pattern* (:func:`superset_pattern`, an RE2 pattern that matches at least every value the rule's operator
+matches), all of them in one RE2 set. For a request, every value the rules read goes through the pipelines of the
+rules that read it, and each distinct transformed value through the set once: the rules whose pattern hit, among
+those that read the value with the pipeline that produced it, are the only ones of the prefiltered rules that can
+match. The engine evaluates those with their real operators and passes over the others, which cannot match and so
+would do nothing. Removing a rule's targets (``ctl:ruleRemoveTargetById``) only shrinks what the rule reads, so a
+prefilter computed on every value stays a superset.
+
+Requests repeat their values (header values, the path, argument names, JSON-RPC's ``"2.0"``), so both steps are
+remembered across requests, bounded (:class:`~edgeplane.bounded_memo.BoundedMemo`): which rules read a value of a
+source by its key (``ARGS`` / ``foo``), and which rules a value hits for a given set of readers.
+
+Written here because RE2 gives the set (``re2.Set``) but nothing that knows SecLang's targets and pipelines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import re2
+
+from edgeplane.bounded_memo import BoundedMemo
+from edgeplane.seclang.errors import OperatorArgumentError
+from edgeplane.seclang.operators import pm_file_phrases, pm_phrases
+from edgeplane.seclang.pcre import translate
+from edgeplane.seclang.pipeline import Pipeline
+
+__all__ = ["PatternSet", "Prefilter", "PrefilterRule", "superset_pattern"]
+
+Source = Hashable  # what the engine reads values from: a collection name, or ("XML", xpath)
+Pairs = Callable[[Source], Iterable[tuple[bytes, bytes]]]
+
+_MEMO_MAX_LENGTH = 4096  # values longer than this (a request body) are searched every time
+_MEMO_MAX_ENTRIES = 8192
+_SET_MAX_MEM = 128 << 20  # the lazily built DFA of a set of every CRS pattern grows beyond RE2's default
+
+
+def superset_pattern(operator: str, argument: str, *, data_dir: Path) -> bytes | None:
+    """An RE2 pattern (Latin-1, case-sensitive, searched unanchored) that matches every value the operator
+    ``operator`` (name without ``@``, not negated) with ``argument`` matches, or None when there is none to give:
+    an operator other than ``rx``, ``pm`` and ``pmFromFile``, an argument that does not compile, an empty pattern.
+    Never raises.
+
+    ``@rx``: the pattern's RE2 translation without groups, which the operator itself searches first (a translation
+    of what RE2 cannot express is a superset, confirmed by Python's ``re`` in the operator). ``@pm``: any of the
+    phrases, ignoring case, which holds whenever ModSecurity's automaton reports one (it reports only where a whole
+    phrase ends)."""
+    name = operator.lower()
+    data = argument.encode("utf-8", "surrogateescape")
+    try:
+        if name == "rx":
+            return translate(data).re2_test if data else None
+        if name == "pm":
+            return _any_phrase(pm_phrases(data))
+        if name in ("pmfromfile", "pmf"):
+            phrases: list[bytes] = []
+            for file_name in data.split():
+                if file_name.startswith((b"https://", b"http://")):
+                    return None
+                path = Path(file_name.decode("utf-8", "surrogateescape"))
+                phrases.extend(pm_file_phrases(path if path.is_absolute() else data_dir / path))
+            return _any_phrase(phrases)
+    except OperatorArgumentError:
+        return None
+    return None
+
+
+def _any_phrase(phrases: Iterable[bytes]) -> bytes | None:
+    alternatives = sorted({_literal(phrase.lower()) for phrase in phrases if phrase})
+    if not alternatives:
+        return None
+    return b"(?i:" + b"|".join(alternatives) + b")"
+
+
+def _literal(phrase: bytes) -> bytes:
+    return b"".join(bytes([byte]) if byte < 0x80 and chr(byte).isalnum() else b"\\x%02x" % byte for byte in phrase)
+
+
+class PatternSet:
+    """RE2 patterns searched together: :meth:`hits` gives the indexes (in the order given) of those that match a
+    value, remembered for the values it has seen. Raises ``ValueError`` when RE2 refuses a pattern."""
+
+    __slots__ = ("_all", "_memo", "_set")
+
+    def __init__(self, patterns: Sequence[bytes]) -> None:
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1
+        options.log_errors = False
+        options.max_mem = _SET_MAX_MEM
+        self._set = re2.Set.SearchSet(options)
+        # Pattern 0 matches every text: an empty answer then means RE2 gave up (its DFA ran out of memory), not
+        # that nothing matched, and every pattern is reported rather than none.
+        self._set.Add(b"")
+        for pattern in patterns:
+            try:
+                self._set.Add(pattern)
+            except re2.error as error:
+                raise ValueError(f"RE2 refuses {pattern[:80]!r} in a set: {error}") from None
+        self._set.Compile()
+        self._all = tuple(range(len(patterns)))
+        self._memo: BoundedMemo[bytes, tuple[int, ...]] = BoundedMemo(
+            self._search, max_entries=_MEMO_MAX_ENTRIES, max_length=_MEMO_MAX_LENGTH
+        )
+
+    def hits(self, value: bytes) -> tuple[int, ...]:
+        """The indexes of the patterns that match somewhere in ``value``."""
+        return self._memo(value)
+
+    def _search(self, value: bytes) -> tuple[int, ...]:
+        found = self._set.Match(value)
+        if not found:
+            return self._all
+        return tuple(index - 1 for index in found if index)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PrefilterRule:
+    """A rule as the prefilter sees it: ``slot``, the engine's handle for it; ``pattern``, its superset pattern;
+    ``pipeline``; ``sources``, where it reads values; ``reads(source, key)``, whether it reads the member ``key``
+    of ``source`` (its key selectors and ``!`` exclusions)."""
+
+    slot: int
+    pattern: bytes
+    pipeline: Pipeline
+    sources: tuple[Source, ...]
+    reads: Callable[[Source, bytes], bool]
+
+
+class _Readers:
+    """The rules that read one kind of value (a source's member) and what a value hits among them."""
+
+    __slots__ = ("_memo", "_patterns", "_rules", "indexes", "pipelines")
+
+    def __init__(self, indexes: frozenset[int], rules: Sequence[PrefilterRule], patterns: PatternSet) -> None:
+        self.indexes = indexes
+        self._rules = rules
+        self._patterns = patterns
+        self.pipelines = tuple(dict.fromkeys(rules[index].pipeline for index in sorted(indexes)))
+        self._memo: BoundedMemo[bytes, frozenset[int]] = BoundedMemo(
+            self._slots, max_entries=_MEMO_MAX_ENTRIES, max_length=_MEMO_MAX_LENGTH
+        )
+
+    def hits(self, value: bytes) -> frozenset[int]:
+        return self._memo(value)
+
+    def _slots(self, value: bytes) -> frozenset[int]:
+        produced_by: dict[bytes, list[Pipeline]] = {}
+        for pipeline in self.pipelines:
+            for output in pipeline(value):
+                produced_by.setdefault(output, []).append(pipeline)
+        slots: set[int] = set()
+        for output, pipelines in produced_by.items():
+            for index in self._patterns.hits(output):
+                if index in self.indexes and self._rules[index].pipeline in pipelines:
+                    slots.add(self._rules[index].slot)
+        return frozenset(slots)
+
+
+class Prefilter:
+    """The prefiltered rules of a phase (see the module docstring). Raises ``ValueError`` when RE2 refuses a
+    pattern."""
+
+    __slots__ = ("_by_source", "_interned", "_patterns", "_readers", "rules", "slots", "sources")
+
+    def __init__(self, rules: Sequence[PrefilterRule]) -> None:
+        self.rules = tuple(rules)
+        self.slots = frozenset(rule.slot for rule in self.rules)
+        self.sources: tuple[Source, ...] = tuple(
+            dict.fromkeys(source for rule in self.rules for source in rule.sources)
+        )
+        self._patterns = PatternSet([rule.pattern for rule in self.rules])
+        self._by_source = {
+            source: tuple(index for index, rule in enumerate(self.rules) if source in rule.sources)
+            for source in self.sources
+        }
+        self._interned: dict[frozenset[int], _Readers] = {}
+        self._readers: BoundedMemo[tuple[Source, bytes], _Readers | None] = BoundedMemo(
+            self._readers_of, max_entries=_MEMO_MAX_ENTRIES
+        )
+
+    def hits(self, pairs: Pairs) -> set[int]:
+        """The slots of the rules that can match, given each source's (key, value) pairs as the rules would read
+        them now (``pairs(source)``)."""
+        found: set[int] = set()
+        readers_of = self._readers
+        for source in self.sources:
+            for key, value in pairs(source):
+                readers = readers_of((source, key))
+                if readers is not None:
+                    found.update(readers.hits(value))
+        return found
+
+    def _readers_of(self, member: tuple[Source, bytes]) -> _Readers | None:
+        source, key = member
+        indexes = frozenset(index for index in self._by_source[source] if self.rules[index].reads(source, key))
+        if not indexes:
+            return None
+        readers = self._interned.get(indexes)
+        if readers is None:
+            readers = self._interned[indexes] = _Readers(indexes, self.rules, self._patterns)
+        return readers

@@ -1,0 +1,214 @@
+"""The prefilter: superset patterns, the pattern set, and the prefiltered walk against the plain walk (the oracle) on
+CRS's regression corpus and on generated requests."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgeplane.seclang.engine import RuleEngine, compile_rules
+from edgeplane.seclang.operators import compile_operator
+from edgeplane.seclang.prefilter import PatternSet, superset_pattern
+from edgeplane.seclang.request import HttpRequest
+from edgeplane.seclang.rule_files import SecRule, load_rule_files, parse_rules
+
+CRS_RULES = Path("/usr/share/modsecurity-crs/rules")
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "waf" / "crs-regression-3.3.4.json"
+needs_crs = pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed")
+
+
+@pytest.mark.parametrize(
+    ("operator", "argument", "matching", "not_matching"),
+    [
+        ("rx", "^a+b$", [b"aab", b"x\nab"], [b"ba", b"AB"]),
+        ("rx", "(?i)select", [b"SeLeCt"], [b"selec"]),
+        ("pm", "foo Bar", [b"xFOOx", b"bar"], [b"fo"]),
+        ("pm", '"|41 42|c"', [b"C41", b"x42|c"], [b"abc"]),  # ModSecurity reads only a-f as hex digits
+        ("pm", "a.b (x)", [b"A.B", b"(X)"], [b"axb", b"x"]),
+    ],
+)
+def test_superset_pattern_matches_what_the_operator_matches(
+    operator: str, argument: str, matching: list[bytes], not_matching: list[bytes]
+) -> None:
+    pattern = superset_pattern(operator, argument, data_dir=Path("/nonexistent"))
+    assert pattern is not None
+    patterns = PatternSet([pattern])
+    compiled = compile_operator(operator, argument, data_dir=Path("/nonexistent"))
+    for value in matching:
+        assert compiled(value) is not None, value
+        assert patterns.hits(value) == (0,), value
+    for value in not_matching:
+        assert patterns.hits(value) == (), value
+
+
+@pytest.mark.parametrize(
+    ("operator", "argument"),
+    [("rx", ""), ("rx", "(?<=a"), ("eq", "1"), ("detectSQLi", ""), ("pmFromFile", "missing.data"), ("pm", "")],
+)
+def test_no_superset_pattern(operator: str, argument: str) -> None:
+    assert superset_pattern(operator, argument, data_dir=Path("/nonexistent")) is None
+
+
+def test_pattern_set_reports_every_pattern_that_matches() -> None:
+    patterns = PatternSet([b"a", b"b", b"^c"])
+    assert patterns.hits(b"ab") == (0, 1)
+    assert patterns.hits(b"xc") == ()
+    assert patterns.hits(b"x\ncab") == (0, 1)  # ^ matches at any line start, as PCRE's MULTILINE
+
+
+def _crs_patterns() -> list[tuple[Any, bytes]]:
+    out = []
+    for directive in load_rule_files(sorted(CRS_RULES.glob("REQUEST-9*.conf"))):
+        link = directive if isinstance(directive, SecRule) else None
+        while link is not None:
+            pattern = superset_pattern(link.operator, link.operator_argument, data_dir=CRS_RULES)
+            if pattern is not None and not link.operator_negated:
+                out.append((compile_operator(link.operator, link.operator_argument, data_dir=CRS_RULES), pattern))
+            link = link.chained_rule
+    return out
+
+
+_ATTACK_TOKENS = st.sampled_from(
+    [b"select", b"union", b"<script>", b"alert(", b"../", b"/etc/passwd", b"${jndi:", b"; cat ", b"|", b"'", b'"',
+     b"or 1=1", b"<?php", b"eval(", b"java.lang.", b"%00", b"\n", b" ", b"onerror=", b"cmd.exe", b"$(", b"`",
+     b"sleep(", b"--", b"/*", b"document.cookie", b"0x", b"char(", b"php://", b"\\", b"UNION", b"Select"]
+)  # fmt: skip
+_VALUES = st.lists(st.one_of(_ATTACK_TOKENS, st.binary(max_size=6)), max_size=8).map(b"".join)
+
+
+@needs_crs
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(_VALUES, min_size=1, max_size=5))
+def test_crs_superset_patterns_hit_whenever_the_operator_matches(values: list[bytes]) -> None:
+    pairs = _CRS_PATTERNS.get()
+    patterns = PatternSet([pattern for _, pattern in pairs])
+    for value in values:
+        hits = set(patterns.hits(value))
+        for index, (operator, _) in enumerate(pairs):
+            if operator(value) is not None:
+                assert index in hits, (value, pairs[index][1][:100])
+
+
+class _Lazy:
+    def __init__(self) -> None:
+        self.value: list[tuple[Any, bytes]] | None = None
+
+    def get(self) -> list[tuple[Any, bytes]]:
+        if self.value is None:
+            self.value = _crs_patterns()
+        return self.value
+
+
+_CRS_PATTERNS = _Lazy()
+
+
+# --- the prefiltered walk equals the plain walk ------------------------------------------------------------------
+
+SETUP = 'SecAction "id:900990,phase:1,nolog,pass,setvar:tx.crs_setup_version=334"'
+
+
+@pytest.fixture(scope="module")
+def engines() -> tuple[RuleEngine, RuleEngine]:
+    directives = parse_rules(SETUP) + load_rule_files(sorted(CRS_RULES.glob("REQUEST-9*.conf")))
+    return (
+        compile_rules(directives, data_dir=CRS_RULES),
+        compile_rules(directives, data_dir=CRS_RULES, prefilter=False),
+    )
+
+
+def _corpus_requests() -> list[HttpRequest]:
+    requests = []
+    for case in orjson.loads(CORPUS.read_bytes())["cases"]:
+        request = case["request"]
+        body = (
+            base64.b64decode(request["body_b64"])
+            if request.get("body_b64") is not None
+            else (request.get("body") or "").encode()
+        )
+        requests.append(
+            HttpRequest(
+                method=request["method"].encode(),
+                target=request["uri"].encode(),
+                protocol=request["version"].encode(),
+                headers=tuple((name.encode(), value.encode()) for name, value in request["headers"]),
+                body=body,
+            )
+        )
+    return requests
+
+
+@needs_crs
+@pytest.mark.skipif(not CORPUS.is_file(), reason="the CRS regression corpus is absent")
+@pytest.mark.parametrize(
+    ("paranoia_level", "mode"), [("1", "On"), ("2", "DetectionOnly"), ("3", "On"), ("4", "DetectionOnly")]
+)
+def test_prefiltered_walk_equals_plain_walk_on_the_crs_corpus(
+    engines: tuple[RuleEngine, RuleEngine], paranoia_level: str, mode: Any
+) -> None:
+    fast, plain = engines
+    tx = {"paranoia_level": paranoia_level}
+    differences = []
+    for request in _corpus_requests():
+        ours = fast.evaluate(request, tx=tx, mode=mode)
+        reference = plain.evaluate(request, tx=tx, mode=mode)
+        if ours != reference:
+            differences.append((request, ours.fired_ids ^ reference.fired_ids))
+    assert not differences, differences[:5]
+
+
+_TOKENS = st.sampled_from(
+    [b"a", b"=", b"&", b"%", b"%27", b"%zz", b"\x00", b"\xff", b"'", b'"', b"<", b"{", b"}", b"[", b";", b" ",
+     b"select", b"<script>", b"../", b"/etc/passwd", b"${jndi:ldap://x}", b"1 or 1=1", b"<?php", b"cmd", b"$(id)",
+     b"json", b"0x70a08231", b"eth_call", b"\\u0027"]
+)  # fmt: skip
+_BYTES = st.lists(_TOKENS, max_size=10).map(b"".join)
+_CONTENT_TYPES = st.sampled_from(
+    [b"application/json", b"application/xml", b"multipart/form-data; boundary=x", b"application/x-www-form-urlencoded",
+     b"text/plain"]
+)  # fmt: skip
+
+
+@needs_crs
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    method=st.sampled_from([b"GET", b"POST", b"PUT", b"OPTIONS"]),
+    path=_BYTES,
+    query=_BYTES,
+    header=_BYTES,
+    content_type=_CONTENT_TYPES,
+    body=_BYTES,
+    paranoia_level=st.sampled_from(["1", "2", "3", "4"]),
+)
+def test_prefiltered_walk_equals_plain_walk_on_generated_requests(
+    engines: tuple[RuleEngine, RuleEngine],
+    method: bytes,
+    path: bytes,
+    query: bytes,
+    header: bytes,
+    content_type: bytes,
+    body: bytes,
+    paranoia_level: str,
+) -> None:
+    fast, plain = engines
+    request = HttpRequest(
+        method=method,
+        target=b"/" + path + b"?" + query,
+        protocol=b"HTTP/1.1",
+        headers=(
+            (b"Host", b"localhost"),
+            (b"User-Agent", header),
+            (b"Cookie", b"a=" + header),
+            (b"Content-Type", content_type),
+            (b"Referer", b"http://x/" + header),
+        ),
+        body=body,
+        remote_addr="198.51.100.7",
+    )
+    tx = {"paranoia_level": paranoia_level}
+    assert fast.evaluate(request, tx=tx) == plain.evaluate(request, tx=tx)
