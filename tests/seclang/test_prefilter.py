@@ -184,6 +184,8 @@ _CONTENT_TYPES = st.sampled_from(
     content_type=_CONTENT_TYPES,
     body=_BYTES,
     paranoia_level=st.sampled_from(["1", "2", "3", "4"]),
+    # none; a detection rule; a paranoia level gate (920014: phase 2, "@lt 2"), which keeps the full program
+    disabled=st.sampled_from([frozenset(), frozenset({942100}), frozenset({920014, 941100})]),
 )
 def test_prefiltered_walk_equals_plain_walk_on_generated_requests(
     engines: tuple[RuleEngine, RuleEngine],
@@ -194,6 +196,7 @@ def test_prefiltered_walk_equals_plain_walk_on_generated_requests(
     content_type: bytes,
     body: bytes,
     paranoia_level: str,
+    disabled: frozenset[int],
 ) -> None:
     fast, plain = engines
     request = HttpRequest(
@@ -211,4 +214,40 @@ def test_prefiltered_walk_equals_plain_walk_on_generated_requests(
         remote_addr="198.51.100.7",
     )
     tx = {"paranoia_level": paranoia_level}
-    assert fast.evaluate(request, tx=tx) == plain.evaluate(request, tx=tx)
+    assert fast.evaluate(request, tx=tx, disabled=disabled) == plain.evaluate(request, tx=tx, disabled=disabled)
+
+
+GATED_RULES = """
+SecRule TX:LEVEL "@lt 1" "id:2,phase:2,pass,nolog,skipAfter:END-1"
+SecRule ARGS "@rx a" "id:10,phase:2,pass"
+SecMarker END-1
+SecRule REQUEST_URI "@rx ^/remove" "id:11,phase:2,pass,nolog,ctl:ruleRemoveById=3"
+SecRule TX:LEVEL "@lt 2" "id:3,phase:2,pass,nolog,skipAfter:END-2"
+SecRule ARGS "@rx a" "id:12,phase:2,pass"
+SecMarker END-2
+SecRule ARGS "@rx a" "id:13,phase:2,pass"
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "level", "disabled", "fired"),
+    [
+        (b"/?x=a", "1", frozenset(), {10, 13}),
+        (b"/?x=a", "2", frozenset(), {10, 12, 13}),
+        (b"/?x=a", "0", frozenset(), {13}),
+        (b"/remove?x=a", "1", frozenset(), {10, 12, 13}),  # the ctl removes a gate after the walk specialised
+        (b"/?x=a", "1", frozenset({3}), {10, 12, 13}),  # a disabled gate
+        (b"/?x=a", "1", frozenset({2}), {10, 13}),
+        (b"/?x=a", None, frozenset(), {10, 12, 13}),  # no variable, no value: a gate without a value skips nothing
+    ],
+)
+def test_gates_with_removals(target: bytes, level: str | None, disabled: frozenset[int], fired: set[int]) -> None:
+    directives = parse_rules(GATED_RULES)
+    fast = compile_rules(directives, data_dir=Path("/nonexistent"))
+    plain = compile_rules(directives, data_dir=Path("/nonexistent"), prefilter=False)
+    request = HttpRequest(method=b"GET", target=target, protocol=b"HTTP/1.1", headers=((b"Host", b"x"),), body=b"")
+    tx = {"level": level} if level is not None else {}
+    for _ in range(2):  # the second time from what the engine remembered
+        ours = fast.evaluate(request, tx=tx, disabled=disabled)
+        assert ours == plain.evaluate(request, tx=tx, disabled=disabled)
+        assert ours.fired_ids == fired

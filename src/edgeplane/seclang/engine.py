@@ -45,7 +45,7 @@ from typing import Literal
 import re2
 
 from edgeplane.bounded_memo import BoundedMemo
-from edgeplane.seclang.actions import Control, Macro, RuleActions, compile_actions
+from edgeplane.seclang.actions import Control, Macro, RuleActions, SetVar, compile_actions
 from edgeplane.seclang.errors import OperatorArgumentError, RuleFileError, UnsupportedOperator
 from edgeplane.seclang.operators import Captures, Operator, compile_operator
 from edgeplane.seclang.pipeline import Pipeline
@@ -209,6 +209,11 @@ class _Rule:
     position: int = -1
     jump: int = -1
     prefiltered: bool = False
+    # A gate: a rule that only tests a TX variable and skips (CRS's paranoia level checks); see _Phase.
+    gate: bool = False
+    # (collection, key, counted, variable name) of each target when every one is a single member of a collection
+    # the engine keeps (TX:x, &TX:x), read without the general path; None otherwise.
+    simple_targets: tuple[tuple[str, str, bool, bytes], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,15 +222,100 @@ class _Marker:
 
 
 @dataclass(frozen=True, slots=True)
-class _Phase:
-    """A phase's chain starters in order (``SecMarker`` s resolved into each rule's ``jump``) and the prefilter of
-    those whose ``prefiltered`` is set."""
+class _Program:
+    """An order to walk rules in: after ``rules[i]``, the walk goes on at ``nexts[i]``, or at ``jumps[i]`` when the
+    rule matched and ``jumps[i] >= 0`` (an index of ``len(rules)`` ends the phase). ``entries`` maps a gate's
+    position in the phase to the index the walk goes on at when it switches to this program there. ``prefilter``
+    decides for the rules whose ``prefiltered`` is set."""
 
     rules: tuple[_Rule, ...]
+    nexts: tuple[int, ...]
+    jumps: tuple[int, ...]
+    entries: Mapping[int, int]
     prefilter: Prefilter | None
 
 
-_NO_PHASE = _Phase((), None)
+class _Phase:
+    """A phase's rules in order (``SecMarker`` s resolved into each rule's ``jump``): the program that walks all of
+    them, and programs specialised on the value of the TX variable the phase's gates test.
+
+    CRS gates each paranoia level's rules behind rules such as ``SecRule TX:EXECUTING_PARANOIA_LEVEL "@lt 2"
+    "nolog,skipAfter:END-..."``. When no rule from the first gate on can write that variable, its value at the first
+    gate is its value at every gate, so the gates' outcomes are known there: the walk switches to a program built
+    for that value, without the gates and without the rules they skip, whose prefilter holds only the rules it can
+    reach. It stays on the full program while a rule is removed (``ctl``, ``disabled``) that may be a gate."""
+
+    __slots__ = ("_candidates", "_specialised", "full", "gate_ids", "gate_variable", "rules")
+
+    def __init__(
+        self,
+        rules: tuple[_Rule, ...],
+        candidates: Mapping[int, PrefilterRule],
+        gate_variable: str | None,
+        prefilter: bool,
+    ) -> None:
+        self.rules = rules
+        self._candidates = candidates if prefilter else {}
+        count = len(rules)
+        self.full = _Program(
+            rules,
+            tuple(range(1, count + 1)),
+            tuple(rule.jump for rule in rules),
+            {},
+            Prefilter(list(self._candidates.values())) if self._candidates else None,
+        )
+        self.gate_variable = gate_variable if prefilter else None
+        self.gate_ids = frozenset(rule.rule_id for rule in rules if rule.gate and rule.rule_id is not None)
+        self._specialised: dict[bytes | None, _Program] = {}
+
+    def specialised(self, value: bytes | None) -> _Program:
+        """The program for the gate variable's ``value`` (built on first use, then kept)."""
+        program = self._specialised.get(value)
+        if program is None:
+            if len(self._specialised) >= 16:  # the values come from the configuration; bounded all the same
+                self._specialised.clear()
+            program = self._specialised[value] = self._specialise(value)
+        return program
+
+    def _specialise(self, value: bytes | None) -> _Program:
+        rules = self.rules
+        count = len(rules)
+        fires = {
+            rule.position: value is not None and rule.operator is not None and rule.operator(value) is not None
+            for rule in rules
+            if rule.gate
+        }
+
+        def resolve(position: int) -> int:
+            while position < count and rules[position].gate:
+                rule = rules[position]
+                position = rule.jump if fires[position] else position + 1
+            return position
+
+        reachable: set[int] = set()
+        pending = [resolve(gate) for gate in fires]
+        while pending:
+            position = pending.pop()
+            if position >= count or position in reachable:
+                continue
+            reachable.add(position)
+            pending.append(resolve(position + 1))
+            if rules[position].jump >= 0:
+                pending.append(resolve(rules[position].jump))
+        kept = sorted(reachable)
+        index_of = {position: index for index, position in enumerate(kept)}
+        index_of[count] = len(kept)
+        candidates = [self._candidates[position] for position in kept if position in self._candidates]
+        return _Program(
+            tuple(rules[position] for position in kept),
+            tuple(index_of[resolve(position + 1)] for position in kept),
+            tuple(index_of[resolve(rules[position].jump)] if rules[position].jump >= 0 else -1 for position in kept),
+            {gate: index_of[resolve(gate)] for gate in fires},
+            Prefilter(candidates) if candidates else None,
+        )
+
+
+_NO_PHASE = _Phase((), {}, None, False)
 
 
 class RuleEngine:
@@ -259,9 +349,7 @@ class RuleEngine:
         rules that do not run at all, as if ``ctl:ruleRemoveById`` had removed them before the first rule. Never
         raises for a request's content."""
         transaction = _Transaction(self, RequestVariables(request, body_limit=body_limit), mode)
-        if disabled:
-            transaction.removed_ids.update(disabled)
-            transaction.removals = True
+        transaction.disabled = disabled
         for name, value in (tx or {}).items():
             transaction.collections["TX"][name.lower()] = value.encode("utf-8") if isinstance(value, str) else value
         for phase in (1, 2):
@@ -350,12 +438,93 @@ def _compile_phase(program: Sequence[_Rule | _Marker], data_dir: Path, prefilter
             item.jump = len(rules) if marker is None else next_rule[marker + 1]
         elif item.actions.skip:
             item.jump = next_rule[min(index + 1 + item.actions.skip, len(program))]
-    candidates = [candidate for rule in rules if (candidate := _prefilter_rule(rule, data_dir)) is not None]
-    if not prefilter or not candidates:
-        return _Phase(tuple(rules), None)
-    for candidate in candidates:
-        rules[candidate.slot].prefiltered = True
-    return _Phase(tuple(rules), Prefilter(candidates))
+    candidates = {rule.position: candidate for rule in rules if (candidate := _prefilter_rule(rule, data_dir))}
+    if prefilter:
+        for position in candidates:
+            rules[position].prefiltered = True
+    for rule in rules:
+        rule.simple_targets = _simple_targets(rule)
+    return _Phase(tuple(rules), candidates, _mark_gates(rules) if prefilter else None, prefilter)
+
+
+def _simple_targets(rule: _Rule) -> tuple[tuple[str, str, bool, bytes], ...] | None:
+    simple = []
+    for target in rule.targets:
+        selector = target.selector
+        if (
+            target.collection not in _PER_REQUEST_COLLECTIONS
+            or selector is None
+            or selector.literal is None
+            or target.exclusions
+        ):
+            return None
+        key = selector.literal.decode("latin-1")
+        name = target.text.encode("utf-8") if target.counted else target.prefix + selector.literal
+        simple.append((target.collection, key, target.counted, name))
+    return tuple(simple) if simple else None
+
+
+_GATE_OPERATORS = frozenset({"lt", "le", "gt", "ge", "eq"})
+
+
+def _gate_variable(rule: _Rule) -> str | None:
+    """The TX variable a rule tests when it is a gate: one literal TX target, a numeric comparison with a constant,
+    no transformation, nothing done on a match but a skip (no log, setvar, ctl, capture or chain)."""
+    actions = rule.actions
+    if (
+        rule.jump < 0
+        or rule.chained is not None
+        or len(rule.targets) != 1
+        or rule.operator is None
+        or rule.operator_name.lower() not in _GATE_OPERATORS
+        or rule.negated
+        or rule.pipeline.functions
+        or actions.setvars
+        or actions.controls
+        or actions.capture
+        or actions.log is not False
+        or actions.disruptive not in (None, "pass")
+    ):
+        return None
+    target = rule.targets[0]
+    selector = target.selector
+    if target.collection != "TX" or target.counted or target.exclusions or selector is None or not selector.literal:
+        return None
+    return selector.literal.decode("latin-1")
+
+
+def _mark_gates(rules: Sequence[_Rule]) -> str | None:
+    """Mark the phase's gates on the variable most of its gate-shaped rules test, and return that variable; None
+    (and no gate) when there is none or a rule from the first gate on may write it."""
+    variables = [variable for rule in rules if (variable := _gate_variable(rule)) is not None]
+    if not variables:
+        return None
+    variable = max(set(variables), key=variables.count)
+    first = next(rule.position for rule in rules if _gate_variable(rule) == variable)
+    for rule in rules[first:]:
+        link: _Rule | None = rule
+        while link is not None:
+            if any(_may_write(setvar, "TX", variable) for setvar in link.actions.setvars):
+                return None
+            if link.actions.capture and variable.isdigit():
+                return None
+            link = link.chained
+    for rule in rules:
+        rule.gate = _gate_variable(rule) == variable
+    return variable
+
+
+def _may_write(setvar: SetVar, collection: str, name: str) -> bool:
+    """Whether ``setvar`` may write ``collection``'s variable ``name`` (lower-case): its name is that one, or
+    holds a macro after a literal start that ``name`` begins with."""
+    if setvar.collection != collection:
+        return False
+    head = setvar.name.parts[0] if setvar.name.parts else b""
+    if setvar.name.is_constant:
+        return b"".join(part for part in setvar.name.parts if isinstance(part, bytes)).decode("latin-1").lower() == name
+    if not isinstance(head, bytes):
+        return True
+    return name.startswith(head.decode("latin-1").lower())
 
 
 def _prefilter_rule(rule: _Rule, data_dir: Path) -> PrefilterRule | None:
@@ -546,7 +715,8 @@ class _Transaction:
     removed_tags: set[str] = field(default_factory=set)
     removed_targets_by_id: dict[int, list[tuple[str, _Selector | None]]] = field(default_factory=dict)
     removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = field(default_factory=list)
-    removals: bool = False  # whether any rule or target was removed (ctl, disabled)
+    removals: bool = False  # whether a ctl removed any rule or target
+    disabled: frozenset[int] = frozenset()
     current: _Rule | None = None
     force_request_body: bool = False
     # Request collections and their key indexes, valid for one phase (the body processor may change in phase 1).
@@ -561,35 +731,62 @@ class _Transaction:
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
-    def run_phase(self, phase: int, program: _Phase) -> None:
+    def run_phase(self, phase: int, compiled: _Phase) -> None:
         self.phase = phase
         self._forget_request_values()
-        rules = program.rules
-        prefilter = program.prefilter
-        index = 0
+        program = compiled.full
+        rules, nexts, jumps = program.rules, program.nexts, program.jumps
         count = len(rules)
+        specialised = False
+        gate_variable = compiled.gate_variable
+        disabled = self.disabled
+        if gate_variable is not None and disabled and not compiled.gate_ids.isdisjoint(disabled):
+            gate_variable = None
+        index = 0
         while index < count:
             rule = rules[index]
-            index += 1
+            following = nexts[index]
+            if rule.gate and gate_variable is not None and not specialised and not self.removals:
+                program = compiled.specialised(self.collections["TX"].get(gate_variable))
+                rules, nexts, jumps = program.rules, program.nexts, program.jumps
+                count = len(rules)
+                specialised = True
+                index = program.entries[rule.position]
+                continue
             if rule.prefiltered:
                 hits = self.prefilter_hits
                 if hits is None:
-                    assert prefilter is not None
-                    hits = self.prefilter_hits = prefilter.hits(self._source_pairs)
+                    assert program.prefilter is not None
+                    hits = self.prefilter_hits = program.prefilter.hits(self._source_pairs)
                 if rule.position not in hits:
+                    index = following
                     continue  # its operator matches none of the values it reads: it would do nothing
+            if disabled and rule.rule_id in disabled:
+                index = following
+                continue
             if self.removals and self._removed(rule):
+                index = following
                 continue
             self.current = rule
             self.matched_var = None
             self.matched_vars = []
             if not self._evaluate(rule):
+                index = following
                 continue
             self._record(rule)
             if self.stopped:
                 return
-            if rule.jump >= 0:
-                index = rule.jump
+            if jumps[index] >= 0:
+                following = jumps[index]
+            if specialised and self.removals:
+                # A ctl removed rules, which may be gates: back to the program that walks every rule.
+                program = compiled.full
+                rules, nexts, jumps = program.rules, program.nexts, program.jumps
+                count = len(rules)
+                specialised = False
+                self.prefilter_hits = None
+                following = rule.jump if rule.jump >= 0 else rule.position + 1
+            index = following
 
     def _source_pairs(self, source: Source) -> Sequence[tuple[bytes, bytes]]:
         """The (key, value) pairs of a prefilter source, as a rule reading the whole collection sees them now."""
@@ -680,6 +877,20 @@ class _Transaction:
     def _entries(self, rule: _Rule) -> list[tuple[bytes, Sequence[bytes]]]:
         """Each value of the rule's targets by variable name, transformed by its pipeline."""
         removed = self._removed_targets(rule) if self.removed_targets_by_id or self.removed_targets_by_tag else ()
+        simple = rule.simple_targets
+        if simple is not None and not removed:
+            collections = self.collections
+            pipeline = rule.pipeline
+            read: list[tuple[bytes, Sequence[bytes]]] = []
+            for collection, member, counted, name in simple:
+                store = collections[collection]
+                if counted:
+                    read.append((name, pipeline(b"1" if member in store else b"0")))
+                    continue
+                value = store.get(member)
+                if value is not None:
+                    read.append((name, pipeline(value)))
+            return read
         if rule.targets_key is None or removed:
             return [(name, rule.pipeline(value)) for name, value in self._values(rule, removed)]
         key = (rule.targets_key, rule.pipeline)
