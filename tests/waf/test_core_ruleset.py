@@ -30,6 +30,7 @@ from edgeplane.waf.catalogue import (
 )
 from edgeplane.waf.core_ruleset import DEFAULT_CRS_RULES_DIR, core_rule_set
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
+from edgeplane.waf.previous import MANAGED_PACKAGE_ID, OWASP_PACKAGE_ID, load_previous_packages
 from tests.waf.corpus import rpc
 
 SQLI_QUERY = "id=1%27%20UNION%20SELECT%20username,password%20FROM%20users--"
@@ -186,3 +187,14 @@ def test_without_the_crs_the_api_refuses_to_deploy_it_with_a_code(tmp_path: Path
 
 def test_the_crs_is_compiled_once_per_process() -> None:
     assert core_rule_set() is core_rule_set()
+
+
+@pytest.mark.usefixtures("no_crs")
+def test_without_the_crs_the_previous_owasp_package_is_empty() -> None:
+    load_previous_packages.cache_clear()
+    try:
+        packages = load_previous_packages()
+        assert packages[OWASP_PACKAGE_ID].rules == ()
+        assert packages[MANAGED_PACKAGE_ID].rules
+    finally:
+        load_previous_packages.cache_clear()

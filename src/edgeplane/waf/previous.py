@@ -7,8 +7,9 @@ Content is derived from the managed rulesets (``edgeplane.waf.catalogue``) so bo
 - "CloudFlare Managed ruleset" (detection mode ``traditional``) holds every rule of the Managed Ruleset; rule modes
   ``default|disable|simulate|block|challenge``.
 - "OWASP ModSecurity Core Rule Set" (detection mode ``anomaly``, series 2.x, which had no paranoia levels) holds the
-  Core Ruleset's scored rules of paranoia levels 1 and 2; rule modes ``on|off``; the package's ``sensitivity`` sets
-  the anomaly threshold (high 25, medium 40, low 60; off disables the package) and ``action_mode`` the action.
+  Core Ruleset's scored rules (from the CRS installed on the machine; none without it) of paranoia levels 1 and 2;
+  rule modes ``on|off``; the package's ``sensitivity`` sets the anomaly threshold (high 25, medium 40, low 60; off
+  disables the package) and ``action_mode`` the action.
 
 Groups are categories: a rule's group is its first category that is not a CVE id or a paranoia level (OWASP: its
 ``attack-*`` category). Previous ids are derived from the managed ids, so they are stable while content grows.
@@ -32,6 +33,7 @@ from edgeplane.waf.catalogue import (
     OWASP_SCORE_RULE_ID,
     CatalogueError,
     ManagedRule,
+    ManagedRuleset,
     load_catalogue,
 )
 
@@ -182,10 +184,10 @@ def load_previous_packages() -> Mapping[str, PreviousPackage]:
         _package(
             OWASP_PACKAGE_ID,
             "OWASP ModSecurity Core Rule Set",
-            "Anomaly-scoring rules in the style of the OWASP Core Rule Set 2.x.",
+            "Anomaly-scoring rules of the OWASP Core Rule Set.",
             "anomaly",
             OWASP_RULESET_ID,
-            [rule for rule in catalogue[OWASP_RULESET_ID].rules if _in_previous_core_set(rule)],
+            [rule for rule in _rules_of(catalogue, OWASP_RULESET_ID) if _in_previous_core_set(rule)],
             _owasp_group,
             "OWASP",
         ),
@@ -197,6 +199,13 @@ def load_previous_packages() -> Mapping[str, PreviousPackage]:
                 raise CatalogueError(f"managed rules {seen[rule.id]} and {rule.managed_rule.id} share id {rule.id}")
             seen[rule.id] = rule.managed_rule.id
     return {package.id: package for package in packages}
+
+
+def _rules_of(catalogue: Mapping[str, ManagedRuleset], ruleset_id: str) -> Sequence[ManagedRule]:
+    """The rules of a managed ruleset; none when this machine does not offer it (the OWASP Core Ruleset without
+    the CRS installed)."""
+    ruleset = catalogue.get(ruleset_id)
+    return ruleset.rules if ruleset is not None else ()
 
 
 def _in_previous_core_set(rule: ManagedRule) -> bool:
