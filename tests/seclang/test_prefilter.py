@@ -251,3 +251,33 @@ def test_gates_with_removals(target: bytes, level: str | None, disabled: frozens
         ours = fast.evaluate(request, tx=tx, disabled=disabled)
         assert ours == plain.evaluate(request, tx=tx, disabled=disabled)
         assert ours.fired_ids == fired
+
+
+SEGMENT_RULES = """
+SecAction "id:1,phase:1,pass,nolog,setvar:tx.x=0,setvar:!tx.gone"
+SecRule &TX:y "@eq 0" "id:2,phase:1,pass,nolog,setvar:tx.y=7"
+SecRule TX:x "@eq 0" "id:3,phase:1,pass,log,msg:'x is %{tx.x}, y %{tx.y}',setvar:tx.score=+%{tx.y}"
+SecRule REQUEST_HEADERS:X-Level "@gt 2" "id:4,phase:1,deny,log,msg:'level %{MATCHED_VAR}'"
+SecRule REQUEST_URI "@rx ." "id:5,phase:1,pass,log"
+"""
+
+
+@pytest.mark.parametrize(
+    ("tx", "level", "mode"),
+    [
+        ({"x": "0"}, b"1", "On"),
+        ({"x": "5", "gone": "1", "score": "3"}, b"1", "On"),  # same values read, other values written over
+        ({"x": "0", "y": "2"}, b"3", "On"),
+        ({"x": "0", "y": "2"}, b"3", "DetectionOnly"),
+        ({"x": "0"}, b"3", "On"),
+    ],
+)
+def test_remembered_segments_do_what_the_walk_does(tx: dict[str, str], level: bytes, mode: Any) -> None:
+    directives = parse_rules(SEGMENT_RULES)
+    fast = compile_rules(directives, data_dir=Path("/nonexistent"))
+    plain = compile_rules(directives, data_dir=Path("/nonexistent"), prefilter=False)
+    request = HttpRequest(b"GET", b"/a", b"HTTP/1.1", ((b"Host", b"x"), (b"X-Level", level)), b"")
+    for previous in ({"x": "0"}, {"x": "9", "y": "1"}, tx):  # fill the memo with other values first
+        fast.evaluate(request, tx=previous, mode=mode)
+    for _ in range(2):
+        assert fast.evaluate(request, tx=tx, mode=mode) == plain.evaluate(request, tx=tx, mode=mode)

@@ -214,6 +214,9 @@ class _Rule:
     # (collection, key, counted, variable name) of each target when every one is a single member of a collection
     # the engine keeps (TX:x, &TX:x), read without the general path; None otherwise.
     simple_targets: tuple[tuple[str, str, bool, bytes], ...] | None = None
+    # Of a chain starter whose evaluation is a function of a few variables it names (see _Segment): those
+    # variables; None otherwise.
+    pure_reads: tuple[_Read, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +236,93 @@ class _Program:
     jumps: tuple[int, ...]
     entries: Mapping[int, int]
     prefilter: Prefilter | None
+    segments: dict[int, _Segment] = field(default_factory=dict, compare=False)
+
+    def segment(self, index: int) -> _Segment:
+        """The segment that starts at ``index`` (a rule with ``pure_reads``), found on first use."""
+        segment = self.segments.get(index)
+        if segment is None:
+            region: set[int] = set()
+            pending = [index]
+            while pending:
+                at = pending.pop()
+                if at >= len(self.rules) or at in region or self.rules[at].pure_reads is None:
+                    continue
+                region.add(at)
+                pending.append(self.nexts[at])
+                if self.jumps[at] >= 0:
+                    pending.append(self.jumps[at])
+            rules = [self.rules[at] for at in sorted(region)]
+            reads = tuple(dict.fromkeys(read for rule in rules for read in rule.pure_reads or ()))
+            ids = frozenset(rule.rule_id for rule in rules if rule.rule_id is not None)
+            segment = self.segments[index] = _Segment(reads, ids)
+        return segment
+
+
+# How a pure rule reads a variable: (_TX_MEMBER, collection, key, None) a member of TX, IP...;
+# (_REQUEST_PAIRS, collection, None, selector) the pairs a target selects; (_MACRO, collection, key, None) a macro.
+_Read = tuple[int, str, str | None, "_Selector | None"]
+_TX_MEMBER, _REQUEST_PAIRS, _MACRO = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What walking a segment did: collection members written (value None: deleted), rules logged, whether a
+    disruptive action stopped the evaluation, and the index the walk left the segment at."""
+
+    writes: tuple[tuple[str, str, bytes | None], ...]
+    matches: tuple[RuleMatch, ...]
+    stopped: bool
+    interrupted_by: int | None
+    exit: int
+
+
+class _WriteLog(dict[str, bytes]):
+    """A collection that logs every write in order (value None: deleted), while a segment is recorded."""
+
+    def __init__(self, store: dict[str, bytes]) -> None:
+        super().__init__(store)
+        self.log: list[tuple[str, bytes | None]] = []
+
+    def __setitem__(self, member: str, value: bytes) -> None:
+        self.log.append((member, value))
+        super().__setitem__(member, value)
+
+    def __delitem__(self, member: str) -> None:
+        self.log.append((member, None))
+        super().__delitem__(member)
+
+    def pop(self, member: str, *default: object) -> object:  # type: ignore[override]
+        self.log.append((member, None))
+        return super().pop(member, *default)
+
+    def setdefault(self, member: str, value: bytes) -> bytes:
+        if member not in self:
+            self[member] = value
+        return self[member]
+
+    def update(self, *args: object, **kwargs: object) -> None:
+        raise NotImplementedError("a recorded collection is written member by member")
+
+
+class _Segment:
+    """Consecutive rules of a program whose evaluation is a function of the variables they name (CRS's
+    initialisation, its exclusion package switches, the protocol checks of single headers, the scoring): TX members
+    (``TX:x``, ``&TX:x``, ``%{tx.x}``), single request values (``REQUEST_HEADERS:Content-Length``,
+    ``REQUEST_LINE``, ``%{remote_addr}``); no ``ctl``. Walking them from the same values does the same, so the
+    walk remembers what it did by those values (and the engine mode) and does it again in one step."""
+
+    __slots__ = ("ids", "outcomes", "reads")
+
+    def __init__(self, reads: tuple[_Read, ...], ids: frozenset[int]) -> None:
+        self.reads = reads
+        self.ids = ids
+        self.outcomes: dict[tuple[object, ...], _Outcome] = {}
+
+    def remember(self, key: tuple[object, ...], outcome: _Outcome) -> None:
+        if len(self.outcomes) >= 1024:  # keys hold request values: bounded
+            self.outcomes.clear()
+        self.outcomes[key] = outcome
 
 
 class _Phase:
@@ -438,13 +528,92 @@ def _compile_phase(program: Sequence[_Rule | _Marker], data_dir: Path, prefilter
             item.jump = len(rules) if marker is None else next_rule[marker + 1]
         elif item.actions.skip:
             item.jump = next_rule[min(index + 1 + item.actions.skip, len(program))]
-    candidates = {rule.position: candidate for rule in rules if (candidate := _prefilter_rule(rule, data_dir))}
+    for rule in rules:
+        link: _Rule | None = rule
+        while link is not None:
+            link.simple_targets = _simple_targets(link)
+            link = link.chained
+    gate_variable = _mark_gates(rules) if prefilter else None
+    if prefilter:
+        for rule in rules:
+            rule.pure_reads = None if rule.gate else _pure_reads(rule)
+    candidates = {
+        rule.position: candidate
+        for rule in rules
+        if rule.pure_reads is None and (candidate := _prefilter_rule(rule, data_dir))
+    }
     if prefilter:
         for position in candidates:
             rules[position].prefiltered = True
-    for rule in rules:
-        rule.simple_targets = _simple_targets(rule)
-    return _Phase(tuple(rules), candidates, _mark_gates(rules) if prefilter else None, prefilter)
+    return _Phase(tuple(rules), candidates, gate_variable, prefilter)
+
+
+# Request variables with one value, which a pure rule may read whole.
+_SCALARS = frozenset(
+    {
+        "REQUEST_LINE",
+        "REQUEST_METHOD",
+        "REQUEST_PROTOCOL",
+        "REQUEST_URI",
+        "REQUEST_URI_RAW",
+        "REQUEST_FILENAME",
+        "REQUEST_BASENAME",
+        "QUERY_STRING",
+        "REMOTE_ADDR",
+        "REQBODY_PROCESSOR",
+        "REQBODY_ERROR",
+        "REQUEST_BODY_LENGTH",
+    }
+)
+
+
+def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
+    """The variables a chain's evaluation depends on when they can be named before it runs; None when they
+    cannot (whole collections, key regexes, exclusions, MATCHED_VARS as a target, a setvar adding to a variable
+    whose name is built at run time) or the chain has a ``ctl``."""
+    reads: list[_Read] = []
+    link: _Rule | None = rule
+    while link is not None:
+        actions = link.actions
+        if actions.controls:
+            return None
+        for target in link.targets:
+            selector = target.selector
+            if target.exclusions or target.collection in _MATCHED or target.collection == "XML":
+                return None
+            if target.collection in _PER_REQUEST_COLLECTIONS:
+                if selector is None or selector.literal is None:
+                    return None
+                reads.append((_TX_MEMBER, target.collection, selector.literal.decode("latin-1"), None))
+            elif selector is not None and selector.literal is not None:
+                reads.append((_REQUEST_PAIRS, target.collection, None, selector))
+            elif selector is None and target.collection in _SCALARS:
+                reads.append((_REQUEST_PAIRS, target.collection, None, None))
+            else:
+                return None
+        macros = [setvar.name for setvar in actions.setvars] + [setvar.value for setvar in actions.setvars]
+        macros += [macro for macro in (link.operator_macro, actions.msg, actions.logdata) if macro is not None]
+        for macro in macros:
+            for part in macro.parts:
+                if isinstance(part, bytes) or part[0] in _MATCHED or part[0] == "RULE":
+                    continue
+                collection, key = part
+                if collection in _PER_REQUEST_COLLECTIONS:
+                    if key is None:
+                        return None
+                    reads.append((_TX_MEMBER, collection, key.lower(), None))
+                elif key is not None or collection in _SCALARS:
+                    reads.append((_MACRO, collection, key, None))
+                else:
+                    return None
+        for setvar in actions.setvars:
+            if setvar.operation in ("add", "subtract"):
+                if not setvar.name.is_constant:
+                    return None
+                name = b"".join(part for part in setvar.name.parts if isinstance(part, bytes))
+                reads.append((_TX_MEMBER, setvar.collection, name.decode("latin-1").lower(), None))
+        link = link.chained
+    return tuple(dict.fromkeys(reads))
 
 
 def _simple_targets(rule: _Rule) -> tuple[tuple[str, str, bool, bytes], ...] | None:
@@ -743,8 +912,28 @@ class _Transaction:
         if gate_variable is not None and disabled and not compiled.gate_ids.isdisjoint(disabled):
             gate_variable = None
         index = 0
+        # While a segment is walked for the first time with its values (the collections then log their writes):
+        # the segment, its key and how many matches there were before it.
+        recording: tuple[_Segment, tuple[object, ...], int] | None = None
         while index < count:
             rule = rules[index]
+            if recording is not None and rule.pure_reads is None:
+                self._remember(recording, index)
+                recording = None
+            elif rule.pure_reads is not None and recording is None and not self.removals:
+                segment = program.segment(index)
+                if not disabled or segment.ids.isdisjoint(disabled):
+                    key = self._segment_key(segment.reads)
+                    outcome = segment.outcomes.get(key)
+                    if outcome is not None:
+                        self._replay(outcome)
+                        if outcome.stopped:
+                            return
+                        index = outcome.exit
+                        continue
+                    recording = (segment, key, len(self.matches))
+                    for name, store in self.collections.items():
+                        self.collections[name] = _WriteLog(store)
             following = nexts[index]
             if rule.gate and gate_variable is not None and not specialised and not self.removals:
                 program = compiled.specialised(self.collections["TX"].get(gate_variable))
@@ -775,6 +964,8 @@ class _Transaction:
                 continue
             self._record(rule)
             if self.stopped:
+                if recording is not None:
+                    self._remember(recording, index)
                 return
             if jumps[index] >= 0:
                 following = jumps[index]
@@ -787,6 +978,45 @@ class _Transaction:
                 self.prefilter_hits = None
                 following = rule.jump if rule.jump >= 0 else rule.position + 1
             index = following
+        if recording is not None:
+            self._remember(recording, count)
+
+    def _segment_key(self, reads: tuple[_Read, ...]) -> tuple[object, ...]:
+        key: list[object] = [self.mode]
+        collections = self.collections
+        for kind, collection, name, selector in reads:
+            if kind == _TX_MEMBER:
+                key.append(collections[collection].get(name))  # type: ignore[arg-type]
+            elif kind == _REQUEST_PAIRS:
+                key.append(tuple(self._pairs(collection, selector)))
+            else:
+                key.append(self.macro_value(collection, name))
+        return tuple(key)
+
+    def _remember(self, recording: tuple[_Segment, tuple[object, ...], int], leave_at: int) -> None:
+        segment, key, matched = recording
+        writes: list[tuple[str, str, bytes | None]] = []
+        for name, store in self.collections.items():
+            if isinstance(store, _WriteLog):
+                writes.extend((name, member, value) for member, value in store.log)
+                self.collections[name] = dict(store)
+        segment.remember(
+            key,
+            _Outcome(tuple(writes), tuple(self.matches[matched:]), self.stopped, self.interrupted_by, leave_at),
+        )
+
+    def _replay(self, outcome: _Outcome) -> None:
+        collections = self.collections
+        for name, member, value in outcome.writes:
+            store = collections.setdefault(name, {})
+            if value is None:
+                store.pop(member, None)
+            else:
+                store[member] = value
+        self.matches.extend(outcome.matches)
+        if outcome.stopped:
+            self.stopped = True
+            self.interrupted_by = outcome.interrupted_by
 
     def _source_pairs(self, source: Source) -> Sequence[tuple[bytes, bytes]]:
         """The (key, value) pairs of a prefilter source, as a rule reading the whole collection sees them now."""
