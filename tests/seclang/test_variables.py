@@ -714,3 +714,30 @@ def test_agrees_with_libmodsecurity_on_generated_requests(
     # libxml2's push parser keeps some start tags cut off by the end of the body and not others; not mimicked.
     assume(content_type != b"application/xml" or body.rfind(b">") > body.rfind(b"<"))
     assert_agrees(modsecurity, http_request)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        (b"application/x-www-form-urlencoded", b"&".join(b"a%d=b" % i for i in range(3000))),
+        (b"application/json", b"[" + b",".join([b'{"a":1}'] * 3000) + b"]"),
+        (b"application/json", b"[" + b"1," * 3000 + b"x"),  # not JSON: the slow path stops at the limit too
+    ],
+    ids=["urlencoded", "json", "broken json"],
+)
+def test_argument_collections_hold_the_first_thousand(content_type: bytes, body: bytes) -> None:
+    from edgeplane.seclang.request_body import ARGUMENTS_LIMIT
+
+    variables = RequestVariables(
+        HttpRequest(
+            method=b"POST",
+            target=b"/?q=1",
+            protocol=b"HTTP/1.1",
+            headers=((b"content-type", content_type),),
+            body=body,
+        )
+    )
+    arguments = variables.collection("ARGS")
+    assert len(arguments) == ARGUMENTS_LIMIT
+    assert arguments[0] == (b"q", b"1")  # the query's come first
+    assert len(variables.collection("ARGS_NAMES")) == ARGUMENTS_LIMIT

@@ -27,6 +27,9 @@ JSON: Final = "JSON"
 BODY_PROCESSORS: Final = frozenset({URLENCODED, MULTIPART, XML, JSON})
 
 JSON_DEPTH_LIMIT: Final = 1024
+# Arguments read from one body at most (ModSecurity's SecArgumentsLimit, 1000 in its recommended configuration): each
+# argument costs every rule that reads ARGS, so a body of many small arguments would cost a worker seconds.
+ARGUMENTS_LIMIT: Final = 1000
 """Nesting deeper than this is a body error. ModSecurity 3.0.9 has no such limit (SecRequestBodyJsonDepthLimit came
 later, 512 in its recommended configuration); this bound keeps a hostile body from costing quadratic work (each
 argument name spells its whole path), far above any real document."""
@@ -218,6 +221,8 @@ def _parse_json_partially(text: str, depth_limit: int) -> JsonBody:
 
     expect_value = True
     while position < len(text):
+        if len(out) >= ARGUMENTS_LIMIT:
+            return JsonBody(tuple(out[:ARGUMENTS_LIMIT]), b"JSON parsing error: arguments limit exceeded")
         if done:
             if _JSON_UNTERMINATED_STRING.fullmatch(text, position):
                 return JsonBody(tuple(out))

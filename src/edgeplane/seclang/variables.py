@@ -22,6 +22,9 @@ What a rule reads, as ModSecurity 3.0.9 gives it:
   empty when there is nothing to count; every numeric operator reads these the same).
 - A body longer than ``body_limit`` is cut there and processed as cut (SecRequestBodyLimitAction ProcessPartial),
   with INBOUND_DATA_ERROR=1.
+- Argument collections (ARGS and its kin, cookies, files, multipart part headers) hold their first 1,000 members
+  (``request_body.ARGUMENTS_LIMIT``, ModSecurity's recommended SecArgumentsLimit); the rest is not inspected. The
+  JSON processor's slow path (a body that is not valid JSON) also stops there, with a body error.
 - A known scalar always gives one value, empty when ModSecurity leaves it unset (``QUERY_STRING`` of a request
   without a query is ``b""``, as in ModSecurity, where ``&QUERY_STRING`` is 1).
 """
@@ -39,6 +42,22 @@ from edgeplane.seclang.request import HttpRequest
 from edgeplane.seclang.request_body import JsonBody, MultipartBody, Pairs, XmlBody
 
 _C_SPACE: Final = b" \t\n\v\f\r"
+# Collections read up to ``request_body.ARGUMENTS_LIMIT`` members (the first ones, in request order).
+_LIMITED: Final = frozenset(
+    {
+        "ARGS",
+        "ARGS_GET",
+        "ARGS_POST",
+        "ARGS_NAMES",
+        "ARGS_GET_NAMES",
+        "ARGS_POST_NAMES",
+        "REQUEST_COOKIES",
+        "REQUEST_COOKIES_NAMES",
+        "FILES",
+        "FILES_NAMES",
+        "MULTIPART_PART_HEADERS",
+    }
+)
 _XML_CONTENT_TYPE: Final = re.compile(rb"(?:application(?:/soap\+|/)|text/)xml")
 
 _BODY_DEPENDENT: Final = frozenset(
@@ -111,7 +130,10 @@ class RequestVariables:
             computer = _COMPUTERS.get(name)
             if computer is None:
                 return _EMPTY
-            values = self._values[name] = computer(self)
+            values = computer(self)
+            if len(values) > request_body.ARGUMENTS_LIMIT and name in _LIMITED:
+                values = values[: request_body.ARGUMENTS_LIMIT]
+            self._values[name] = values
         return values
 
     def xml(self, xpath: bytes) -> Sequence[tuple[bytes, bytes]]:
