@@ -726,7 +726,14 @@ def _prefilter_rule(rule: _Rule, data_dir: Path) -> PrefilterRule | None:
             return True
         return False
 
-    return PrefilterRule(rule.position, pattern, rule.pipeline, sources, reads)
+    reads_all = frozenset(
+        _source(target)
+        for target in targets
+        if target.selector is None
+        and not target.exclusions
+        and not any(other.collection == target.collection and other.exclusions for other in targets)
+    )
+    return PrefilterRule(rule.position, pattern, rule.pipeline, sources, reads, reads_all)
 
 
 def _source(target: _Target) -> Source:

@@ -124,25 +124,38 @@ class PatternSet:
 class PrefilterRule:
     """A rule as the prefilter sees it: ``slot``, the engine's handle for it; ``pattern``, its superset pattern;
     ``pipeline``; ``sources``, where it reads values; ``reads(source, key)``, whether it reads the member ``key``
-    of ``source`` (its key selectors and ``!`` exclusions)."""
+    of ``source`` (its key selectors and ``!`` exclusions); ``reads_all``, the sources of which it reads every
+    member (``reads`` is not asked about those)."""
 
     slot: int
     pattern: bytes
     pipeline: Pipeline
     sources: tuple[Source, ...]
     reads: Callable[[Source, bytes], bool]
+    reads_all: frozenset[Source] = frozenset()
+
+
+class _PipelineSet:
+    """The patterns of the rules that share a pipeline, searched together in what the pipeline makes of a value."""
+
+    __slots__ = ("patterns", "pipeline", "rules")
+
+    def __init__(self, pipeline: Pipeline, rules: Sequence[tuple[int, PrefilterRule]]) -> None:
+        self.pipeline = pipeline
+        self.rules = tuple(rules)  # (index in the prefilter, rule)
+        self.patterns = PatternSet([rule.pattern for _, rule in self.rules])
 
 
 class _Readers:
     """The rules that read one kind of value (a source's member) and what a value hits among them."""
 
-    __slots__ = ("_memo", "_patterns", "_rules", "indexes", "pipelines")
+    __slots__ = ("_memo", "indexes", "sets")
 
-    def __init__(self, indexes: frozenset[int], rules: Sequence[PrefilterRule], patterns: PatternSet) -> None:
+    def __init__(self, indexes: frozenset[int], sets: Sequence[_PipelineSet]) -> None:
         self.indexes = indexes
-        self._rules = rules
-        self._patterns = patterns
-        self.pipelines = tuple(dict.fromkeys(rules[index].pipeline for index in sorted(indexes)))
+        self.sets = tuple(
+            pattern_set for pattern_set in sets if any(index in indexes for index, _ in pattern_set.rules)
+        )
         self._memo: BoundedMemo[bytes, frozenset[int]] = BoundedMemo(
             self._slots, max_entries=_MEMO_MAX_ENTRIES, max_length=_MEMO_MAX_LENGTH
         )
@@ -151,15 +164,15 @@ class _Readers:
         return self._memo(value)
 
     def _slots(self, value: bytes) -> frozenset[int]:
-        produced_by: dict[bytes, list[Pipeline]] = {}
-        for pipeline in self.pipelines:
-            for output in pipeline(value):
-                produced_by.setdefault(output, []).append(pipeline)
         slots: set[int] = set()
-        for output, pipelines in produced_by.items():
-            for index in self._patterns.hits(output):
-                if index in self.indexes and self._rules[index].pipeline in pipelines:
-                    slots.add(self._rules[index].slot)
+        indexes = self.indexes
+        for pattern_set in self.sets:
+            rules = pattern_set.rules
+            for output in pattern_set.pipeline(value):
+                for hit in pattern_set.patterns.hits(output):
+                    index, rule = rules[hit]
+                    if index in indexes:
+                        slots.add(rule.slot)
         return frozenset(slots)
 
 
@@ -167,7 +180,7 @@ class Prefilter:
     """The prefiltered rules of a phase (see the module docstring). Raises ``ValueError`` when RE2 refuses a
     pattern."""
 
-    __slots__ = ("_by_source", "_interned", "_patterns", "_readers", "rules", "slots", "sources")
+    __slots__ = ("_by_source", "_interned", "_readers", "_reading_all", "_sets", "rules", "slots", "sources")
 
     def __init__(self, rules: Sequence[PrefilterRule]) -> None:
         self.rules = tuple(rules)
@@ -175,9 +188,22 @@ class Prefilter:
         self.sources: tuple[Source, ...] = tuple(
             dict.fromkeys(source for rule in self.rules for source in rule.sources)
         )
-        self._patterns = PatternSet([rule.pattern for rule in self.rules])
+        by_pipeline: dict[Pipeline, list[tuple[int, PrefilterRule]]] = {}
+        for index, rule in enumerate(self.rules):
+            by_pipeline.setdefault(rule.pipeline, []).append((index, rule))
+        # One set per pipeline: RE2 builds a set's automaton as texts explore it, and a state of a set of every
+        # pattern costs far more to build than the states of a few small sets.
+        self._sets = [_PipelineSet(pipeline, rules) for pipeline, rules in by_pipeline.items()]
+        self._reading_all = {
+            source: frozenset(index for index, rule in enumerate(self.rules) if source in rule.reads_all)
+            for source in self.sources
+        }
         self._by_source = {
-            source: tuple(index for index, rule in enumerate(self.rules) if source in rule.sources)
+            source: tuple(
+                index
+                for index, rule in enumerate(self.rules)
+                if source in rule.sources and source not in rule.reads_all
+            )
             for source in self.sources
         }
         self._interned: dict[frozenset[int], _Readers] = {}
@@ -199,10 +225,12 @@ class Prefilter:
 
     def _readers_of(self, member: tuple[Source, bytes]) -> _Readers | None:
         source, key = member
-        indexes = frozenset(index for index in self._by_source[source] if self.rules[index].reads(source, key))
+        indexes = self._reading_all[source].union(
+            index for index in self._by_source[source] if self.rules[index].reads(source, key)
+        )
         if not indexes:
             return None
         readers = self._interned.get(indexes)
         if readers is None:
-            readers = self._interned[indexes] = _Readers(indexes, self.rules, self._patterns)
+            readers = self._interned[indexes] = _Readers(indexes, self._sets)
         return readers
