@@ -163,6 +163,8 @@ class _Selector:
     literal: bytes | None
     regex: Callable[[bytes], bool] | None  # whether the regex is found in a key (remembered: keys repeat)
     text: str
+    # The same for the str keys of TX, IP... (remembered as well), so that those are not encoded to be selected.
+    regex_text: Callable[[str], bool] | None = None
 
     def matches(self, key: bytes) -> bool:
         if self.literal is not None:
@@ -260,9 +262,11 @@ class _Program:
 
 
 # How a pure rule reads a variable: (_TX_MEMBER, collection, key, None) a member of TX, IP...;
-# (_REQUEST_PAIRS, collection, None, selector) the pairs a target selects; (_MACRO, collection, key, None) a macro.
+# (_REQUEST_PAIRS, collection, None, selector) the pairs a target selects; (_MACRO, collection, key, None) a macro;
+# (_COUNT, collection, None, selector) how many pairs a counted target (&ARGS) selects.
 _Read = tuple[int, str, str | None, "_Selector | None"]
-_TX_MEMBER, _REQUEST_PAIRS, _MACRO = 0, 1, 2
+_TX_MEMBER, _REQUEST_PAIRS, _MACRO, _COUNT = 0, 1, 2, 3
+_UNREAD = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,6 +567,23 @@ _SCALARS = frozenset(
         "REQBODY_PROCESSOR",
         "REQBODY_ERROR",
         "REQUEST_BODY_LENGTH",
+        "ARGS_COMBINED_SIZE",
+        "FILES_COMBINED_SIZE",
+    }
+)
+
+
+# Request collections whose members recur from request to request (headers, cookies, argument names), which a
+# pure rule may read whole: a segment keyed by them is found again. Argument values and bodies are not.
+_RECURRING = frozenset(
+    {
+        "REQUEST_HEADERS",
+        "REQUEST_HEADERS_NAMES",
+        "REQUEST_COOKIES",
+        "REQUEST_COOKIES_NAMES",
+        "ARGS_NAMES",
+        "ARGS_GET_NAMES",
+        "ARGS_POST_NAMES",
     }
 )
 
@@ -581,14 +602,17 @@ def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
             selector = target.selector
             if target.exclusions or target.collection in _MATCHED or target.collection == "XML":
                 return None
-            if target.collection in _PER_REQUEST_COLLECTIONS:
-                if selector is None or selector.literal is None:
+            if target.counted and target.collection not in _PER_REQUEST_COLLECTIONS:
+                reads.append((_COUNT, target.collection, None, selector))
+            elif target.collection in _PER_REQUEST_COLLECTIONS:
+                if selector is None:
                     return None
-                reads.append((_TX_MEMBER, target.collection, selector.literal.decode("latin-1"), None))
-            elif selector is not None and selector.literal is not None:
+                if selector.literal is not None:
+                    reads.append((_TX_MEMBER, target.collection, selector.literal.decode("latin-1"), None))
+                else:  # the members a key regex selects when the segment starts
+                    reads.append((_REQUEST_PAIRS, target.collection, None, selector))
+            elif (selector is not None and selector.literal is not None) or target.collection in _SCALARS | _RECURRING:
                 reads.append((_REQUEST_PAIRS, target.collection, None, selector))
-            elif selector is None and target.collection in _SCALARS:
-                reads.append((_REQUEST_PAIRS, target.collection, None, None))
             else:
                 return None
         macros = [setvar.name for setvar in actions.setvars] + [setvar.value for setvar in actions.setvars]
@@ -838,7 +862,11 @@ def _compile_selector(target: Target, source: str) -> _Selector | None:
     if target.selector is None:
         return None
     if target.selector_is_regex:
-        return _Selector(None, _key_regex(target.selector, source), target.selector)
+        regex = _key_regex(target.selector, source)
+        regex_text: BoundedMemo[str, bool] = BoundedMemo(
+            lambda key: regex(key.encode("latin-1")), max_entries=4096, max_length=256
+        )
+        return _Selector(None, regex, target.selector, regex_text)
     return _Selector(target.selector.lower().encode("utf-8"), None, target.selector)
 
 
@@ -901,6 +929,8 @@ class _Transaction:
     # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
     # repeats the same targets and pipeline across dozens of rules.
     entries_cache: dict[tuple[int, Pipeline], list[tuple[bytes, Sequence[bytes]]]] = field(default_factory=dict)
+    # Request values read for segment keys, by read; valid as long as the request collections are.
+    read_cache: dict[_Read, object] = field(default_factory=dict)
     # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long as
     # the request collections are.
     prefilter_hits: set[int] | None = None
@@ -991,13 +1021,24 @@ class _Transaction:
     def _segment_key(self, reads: tuple[_Read, ...]) -> tuple[object, ...]:
         key: list[object] = [self.mode]
         collections = self.collections
-        for kind, collection, name, selector in reads:
+        request_reads = self.read_cache
+        for read in reads:
+            kind, collection, name, selector = read
             if kind == _TX_MEMBER:
                 key.append(collections[collection].get(name))  # type: ignore[arg-type]
-            elif kind == _REQUEST_PAIRS:
-                key.append(tuple(self._pairs(collection, selector)))
-            else:
-                key.append(self.macro_value(collection, name))
+                continue
+            value = request_reads.get(read, _UNREAD)
+            if value is _UNREAD:
+                if kind == _REQUEST_PAIRS:
+                    value = tuple(self._pairs(collection, selector))
+                elif kind == _COUNT:
+                    value = len(self._pairs(collection, selector))
+                else:
+                    value = self.macro_value(collection, name)
+                # Request values stay the same for the phase, except the TX, IP... members a key regex selects.
+                if collection not in collections:
+                    request_reads[read] = value
+            key.append(value)
         return tuple(key)
 
     def _remember(self, recording: tuple[_Segment, tuple[object, ...], int], leave_at: int) -> None:
@@ -1142,6 +1183,7 @@ class _Transaction:
         self.collection_cache.clear()
         self.index_cache.clear()
         self.entries_cache.clear()
+        self.read_cache.clear()
         self.prefilter_hits = None
 
     # -- variables -------------------------------------------------------------------------------------------------
@@ -1184,6 +1226,9 @@ class _Transaction:
             if literal is not None:
                 value = store.get(literal.decode("latin-1"))
                 return ((literal, value),) if value is not None else ()
+            if selector is not None and selector.regex_text is not None:
+                selected = selector.regex_text
+                return [(key.encode("latin-1"), value) for key, value in store.items() if selected(key)]
             pairs: Sequence[tuple[bytes, bytes]] = [(key.encode("latin-1"), value) for key, value in store.items()]
         elif collection in _MATCHED:
             pairs = self._matched_pairs(collection)
