@@ -31,6 +31,14 @@ needs_crs = pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs i
         ("pm", "foo Bar", [b"xFOOx", b"bar"], [b"fo"]),
         ("pm", '"|41 42|c"', [b"C41", b"x42|c"], [b"abc"]),  # ModSecurity reads only a-f as hex digits
         ("pm", "a.b (x)", [b"A.B", b"(X)"], [b"axb", b"x"]),
+        ("validateByteRange", "10, 13, 32-126", [b"a\x00", b"\xff", b"\t"], [b"abc", b"a b\r\n"]),
+        ("validateUrlEncoding", "", [b"%", b"a%zz", b"%4"], [b"abc"]),
+        ("validateUtf8Encoding", "", [b"\xff", b"a\xc3"], [b"abc"]),
+        ("contains", "a.b", [b"xa.bx"], [b"axb", b"A.B"]),
+        ("containsWord", "cat", [b"a cat"], [b"ca t"]),
+        ("beginsWith", "GET ", [b"GET /"], [b" GET /", b"get /"]),
+        ("endsWith", ".php", [b"/a.php"], [b"/a.php/", b"a\n.php\n"]),
+        ("streq", "POST", [b"POST"], [b"POSTS", b"xPOST", b"POST\n"]),
     ],
 )
 def test_superset_pattern_matches_what_the_operator_matches(
@@ -49,7 +57,17 @@ def test_superset_pattern_matches_what_the_operator_matches(
 
 @pytest.mark.parametrize(
     ("operator", "argument"),
-    [("rx", ""), ("rx", "(?<=a"), ("eq", "1"), ("detectSQLi", ""), ("pmFromFile", "missing.data"), ("pm", "")],
+    [
+        ("rx", ""),
+        ("rx", "(?<=a"),
+        ("eq", "1"),
+        ("detectSQLi", ""),
+        ("pmFromFile", "missing.data"),
+        ("pm", ""),
+        ("contains", ""),
+        ("validateByteRange", "0-255"),
+        ("within", "GET POST"),
+    ],
 )
 def test_no_superset_pattern(operator: str, argument: str) -> None:
     assert superset_pattern(operator, argument, data_dir=Path("/nonexistent")) is None

@@ -156,7 +156,7 @@ class Evaluation:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # hashed by identity: segment keys hold selectors
 class _Selector:
     """A key selector of a target: a literal (compared case-insensitively) or a regex (searched, case-insensitive)."""
 
@@ -248,7 +248,9 @@ class _Program:
             pending = [index]
             while pending:
                 at = pending.pop()
-                if at >= len(self.rules) or at in region or self.rules[at].pure_reads is None:
+                if at >= len(self.rules) or at in region:
+                    continue
+                if self.rules[at].pure_reads is None and not self.rules[at].prefiltered:
                     continue
                 region.add(at)
                 pending.append(self.nexts[at])
@@ -257,7 +259,8 @@ class _Program:
             rules = [self.rules[at] for at in sorted(region)]
             reads = tuple(dict.fromkeys(read for rule in rules for read in rule.pure_reads or ()))
             ids = frozenset(rule.rule_id for rule in rules if rule.rule_id is not None)
-            segment = self.segments[index] = _Segment(reads, ids)
+            prefiltered = frozenset(rule.position for rule in rules if rule.prefiltered)
+            segment = self.segments[index] = _Segment(reads, ids, prefiltered)
         return segment
 
 
@@ -316,11 +319,14 @@ class _Segment:
     ``REQUEST_LINE``, ``%{remote_addr}``); no ``ctl``. Walking them from the same values does the same, so the
     walk remembers what it did by those values (and the engine mode) and does it again in one step."""
 
-    __slots__ = ("ids", "outcomes", "reads")
+    __slots__ = ("ids", "outcomes", "prefiltered", "reads")
 
-    def __init__(self, reads: tuple[_Read, ...], ids: frozenset[int]) -> None:
+    def __init__(self, reads: tuple[_Read, ...], ids: frozenset[int], prefiltered: frozenset[int]) -> None:
         self.reads = reads
         self.ids = ids
+        # Prefiltered rules among them, which do nothing when the prefilter passes over them: the walk of the
+        # segment is remembered by those the prefilter lets through too, and ends at the first of those.
+        self.prefiltered = prefiltered
         self.outcomes: dict[tuple[object, ...], _Outcome] = {}
 
     def remember(self, key: tuple[object, ...], outcome: _Outcome) -> None:
@@ -600,8 +606,14 @@ def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
             return None
         for target in link.targets:
             selector = target.selector
-            if target.exclusions or target.collection in _MATCHED or target.collection == "XML":
+            if target.collection in _MATCHED or target.collection == "XML":
                 return None
+            if target.exclusions:
+                if target.collection not in _RECURRING:
+                    return None
+                # What the exclusions leave of the collection is a function of all of it.
+                reads.append((_REQUEST_PAIRS, target.collection, None, None))
+                continue
             if target.counted and target.collection not in _PER_REQUEST_COLLECTIONS:
                 reads.append((_COUNT, target.collection, None, selector))
             elif target.collection in _PER_REQUEST_COLLECTIONS:
@@ -954,13 +966,23 @@ class _Transaction:
         recording: tuple[_Segment, tuple[object, ...], int] | None = None
         while index < count:
             rule = rules[index]
-            if recording is not None and rule.pure_reads is None:
+            if (
+                recording is not None
+                and rule.pure_reads is None
+                and (not rule.prefiltered or rule.position in (self.prefilter_hits or ()))
+            ):
                 self._remember(recording, index)
                 recording = None
             elif rule.pure_reads is not None and recording is None and not self.removals:
                 segment = program.segment(index)
+                passing: frozenset[int] = frozenset()
+                if segment.prefiltered:
+                    if self.prefilter_hits is None:
+                        assert program.prefilter is not None
+                        self.prefilter_hits = program.prefilter.hits(self._source_pairs)
+                    passing = segment.prefiltered.intersection(self.prefilter_hits)
                 if not disabled or segment.ids.isdisjoint(disabled):
-                    key = self._segment_key(segment.reads)
+                    key = (passing, *self._segment_key(segment.reads))
                     outcome = segment.outcomes.get(key)
                     if outcome is not None:
                         self._replay(outcome)

@@ -28,7 +28,7 @@ import re2
 
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.seclang.errors import OperatorArgumentError
-from edgeplane.seclang.operators import pm_file_phrases, pm_phrases
+from edgeplane.seclang.operators import byte_range, pm_file_phrases, pm_phrases
 from edgeplane.seclang.pcre import translate
 from edgeplane.seclang.pipeline import Pipeline
 
@@ -44,16 +44,35 @@ _SET_MAX_MEM = 128 << 20  # the lazily built DFA of a set of every CRS pattern g
 
 def superset_pattern(operator: str, argument: str, *, data_dir: Path) -> bytes | None:
     """An RE2 pattern (Latin-1, case-sensitive, searched unanchored) that matches every value the operator
-    ``operator`` (name without ``@``, not negated) with ``argument`` matches, or None when there is none to give:
-    an operator other than ``rx``, ``pm`` and ``pmFromFile``, an argument that does not compile, an empty pattern.
-    Never raises.
+    ``operator`` (name without ``@``, not negated) with ``argument`` matches, or None when there is none to give
+    (an operator this does not know, an argument that does not compile or is empty, an operator that matches
+    every value or none). Never raises.
 
     ``@rx``: the pattern's RE2 translation without groups, which the operator itself searches first (a translation
     of what RE2 cannot express is a superset, confirmed by Python's ``re`` in the operator). ``@pm``: any of the
     phrases, ignoring case, which holds whenever ModSecurity's automaton reports one (it reports only where a whole
-    phrase ends)."""
+    phrase ends). ``@validateByteRange``: a byte outside the ranges; ``@validateUrlEncoding``: a ``%``;
+    ``@validateUtf8Encoding``: a byte above 0x7F; ``@contains``, ``@containsWord``, ``@beginsWith``,
+    ``@endsWith``, ``@streq``: the argument, where the operator wants it."""
     name = operator.lower()
     data = argument.encode("utf-8", "surrogateescape")
+    literal = _literal(data)
+    if name in ("contains", "containsword"):
+        return literal or None
+    if name == "beginswith":
+        return b"\\A" + literal if literal else None
+    if name == "endswith":
+        return literal + b"\\z" if literal else None
+    if name == "streq":
+        return b"\\A" + literal + b"\\z"
+    if name == "validatebyterange":
+        allowed = frozenset(byte_range(data))
+        forbidden = bytes(byte for byte in range(256) if byte not in allowed)
+        return b"[" + _literal(forbidden, everything=True) + b"]" if forbidden else None
+    if name == "validateurlencoding":
+        return b"%"
+    if name == "validateutf8encoding":
+        return b"[\\x80-\\xff]"
     try:
         if name == "rx":
             return translate(data).re2_test if data else None
@@ -79,8 +98,12 @@ def _any_phrase(phrases: Iterable[bytes]) -> bytes | None:
     return b"(?i:" + b"|".join(alternatives) + b")"
 
 
-def _literal(phrase: bytes) -> bytes:
-    return b"".join(bytes([byte]) if byte < 0x80 and chr(byte).isalnum() else b"\\x%02x" % byte for byte in phrase)
+def _literal(phrase: bytes, *, everything: bool = False) -> bytes:
+    """``phrase`` as RE2 pattern text matching it literally (``everything``: every byte escaped)."""
+    return b"".join(
+        bytes([byte]) if byte < 0x80 and chr(byte).isalnum() and not everything else b"\\x%02x" % byte
+        for byte in phrase
+    )
 
 
 class PatternSet:
