@@ -5,9 +5,9 @@ mix of JSON-RPC POSTs to ``/v1/mainnet`` (single calls and batches from web3.py,
 parameters) and a few GETs, and an attack mix (SQL injection, XSS, path traversal, log4j, command injection, PHP and
 Java code, each in the query string, four headers and a JSON-RPC parameter).
 
-- ``modsecurity``: libmodsecurity3 through its C API (``bench/modsecurity.py``): a transaction per request, fed as
-  a web server connector feeds it (connection, URI, headers, body, logging), CRS in anomaly-scoring mode at the
-  paranoia level, blocking at ``--threshold``;
+- ``modsecurity``: libmodsecurity3 through its C API (``tests/support/modsecurity.py``), configured by
+  ``bench/modsecurity.py``: a transaction per request, fed as a web server connector feeds it (connection, URI,
+  headers, body, logging), CRS in anomaly-scoring mode at the paranoia level, blocking at ``--threshold``;
 - ``edgeplane``: ``compile_firewall`` with the ``http_request_firewall_managed`` entrypoint a zone deploys: execute
   the Managed Ruleset and the OWASP Core Ruleset, the core ruleset's categories above the paranoia level disabled
   and the score rule's ``score_threshold`` set to ``--threshold``; per request ``RequestFields.from_http`` (building
@@ -47,6 +47,8 @@ if __package__:  # python -m bench.waf
 else:  # python bench/waf.py: this file's directory is on sys.path
     import modsecurity
     from waf_requests import HttpRequest, attack_requests, benign_requests
+# The repository's root is on sys.path: the working directory under -m, bench/modsecurity.py's doing otherwise.
+from tests.support.modsecurity import ModSecurityError, Outcome
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT / "src") not in sys.path:
@@ -64,25 +66,28 @@ Inspect = Callable[[HttpRequest], bool]  # True: the engine blocks the request
 
 
 class RuleIdCollector:
-    """ModSecurity's log sink: counts the CRS rule ids of the matches while ``active`` (the detection pass only)."""
+    """Takes every ModSecurity outcome: keeps the CRS rule ids of its matches while ``active`` (the detection pass
+    only)."""
 
     def __init__(self) -> None:
         self.active = False
-        self.current: list[str] = []
+        self.current: list[int] = []
 
-    def __call__(self, line: str) -> None:
+    def __call__(self, outcome: Outcome) -> None:
         if self.active:
-            self.current.extend(modsecurity.rule_ids(line))
+            self.current.extend(outcome.rule_ids)
 
 
 def modsecurity_engine(level: int, threshold: int, collector: RuleIdCollector) -> tuple[modsecurity.ModSecurity,
                                                                                          Inspect]:  # fmt: skip
     """ModSecurity with CRS at ``level``, and its blocking predicate. Raises ``ModSecurityError`` when it is not
     installed."""
-    engine = modsecurity.ModSecurity(level, threshold, on_log=collector)
+    engine = modsecurity.ModSecurity(level, threshold)
 
     def inspect(request: HttpRequest) -> bool:
-        return engine.inspect(request) is not None
+        outcome = engine.process_request(request)
+        collector(outcome)
+        return outcome.intervention is not None
 
     return engine, inspect
 
@@ -193,7 +198,7 @@ def measure_level(level: int, args: argparse.Namespace, mixes: Mapping[str, Sequ
     if edgeplane_inspect is not None:
         engines["edgeplane"] = edgeplane_inspect
     results: dict[str, dict[str, MixResult]] = {}
-    false_positive_rules: collections.Counter[str] = collections.Counter()
+    false_positive_rules: collections.Counter[int] = collections.Counter()
     with modsec:
         for mix, requests in mixes.items():
             # The detection pass, unmeasured: ModSecurity's rule ids are collected for the benign mix only.
@@ -352,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mixes = {"benign": benign_requests(args.benign), "attack": attack_requests()}
     try:
         levels = [measure_level(level, args, mixes, progress=not args.quiet) for level in args.paranoia_level]
-    except modsecurity.ModSecurityError as exc:
+    except ModSecurityError as exc:
         print(f"error: {exc} (scripts/bench-deps installs it)", file=sys.stderr)
         return 1
     print_report(levels, mixes, args, command)

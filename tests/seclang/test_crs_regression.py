@@ -21,8 +21,6 @@ must log the same ids, apart from the rules where the engine follows ModSecurity
 from __future__ import annotations
 
 import base64
-import ctypes
-import ctypes.util
 import re
 import sys
 import time
@@ -34,6 +32,8 @@ from typing import Any
 
 import orjson
 import pytest
+
+from tests.support.modsecurity import RECOMMENDED_BODY_PROCESSORS, ModSecurity
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "waf" / "crs-regression-3.3.4.json"
 CRS_RULES = Path("/usr/share/modsecurity-crs/rules")
@@ -189,65 +189,15 @@ def test_crs_regression_suite(outcomes: tuple[list[Outcome], float]) -> None:
 # --- differential: libmodsecurity 3.0.9 + the same CRS files on the same requests -------------------------------------
 
 # modsecurity.conf-recommended's request body settings and processor choice, and crs-setup.conf's default actions.
-MODSECURITY_BASE = r"""
-SecRuleEngine DetectionOnly
-SecRequestBodyAccess On
-SecRequestBodyLimit 13107200
-SecRequestBodyNoFilesLimit 131072
-SecRule REQUEST_HEADERS:Content-Type "^(?:application(?:/soap\+|/)|text/)xml" \
-  "id:200000,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=XML"
-SecRule REQUEST_HEADERS:Content-Type "^application/json" \
-  "id:200001,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=JSON"
-SecDefaultAction "phase:1,log,auditlog,pass"
-SecDefaultAction "phase:2,log,auditlog,pass"
-"""
-
-
-class LibModSecurity:
-    """libmodsecurity with the CRS request files, through its C API: ``fired(request)`` gives the ids it logged."""
-
-    def __init__(self, library: Any, rule_files: list[Path]) -> None:
-        self._lib = library
-        void_p, char_p, size_t = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
-        library.msc_init.restype = void_p
-        library.msc_create_rules_set.restype = void_p
-        library.msc_new_transaction.restype = void_p
-        library.msc_new_transaction.argtypes = [void_p, void_p, void_p]
-        library.msc_rules_add.argtypes = [void_p, char_p, ctypes.POINTER(char_p)]
-        library.msc_rules_add_file.argtypes = [void_p, char_p, ctypes.POINTER(char_p)]
-        library.msc_set_log_cb.argtypes = [void_p, void_p]
-        library.msc_add_n_request_header.argtypes = [void_p, char_p, size_t, char_p, size_t]
-        library.msc_process_connection.argtypes = [void_p, char_p, ctypes.c_int, char_p, ctypes.c_int]
-        library.msc_process_uri.argtypes = [void_p, char_p, char_p, char_p]
-        library.msc_process_request_headers.argtypes = [void_p]
-        library.msc_append_request_body.argtypes = [void_p, char_p, size_t]
-        library.msc_process_request_body.argtypes = [void_p]
-        library.msc_transaction_cleanup.argtypes = [void_p]
-        self._messages: list[bytes] = []
-        self._callback = ctypes.CFUNCTYPE(None, void_p, char_p)(lambda _data, message: self._messages.append(message))
-        self._engine = library.msc_init()
-        library.msc_set_log_cb(self._engine, ctypes.cast(self._callback, void_p))
-        self._rules = library.msc_create_rules_set()
-        error = char_p()
-        if library.msc_rules_add(self._rules, (MODSECURITY_BASE + SETUP).encode(), ctypes.byref(error)) < 0:
-            raise RuntimeError(error.value)
-        for path in rule_files:
-            if library.msc_rules_add_file(self._rules, str(path).encode(), ctypes.byref(error)) < 0:
-                raise RuntimeError(error.value)
-
-    def fired(self, request: Any) -> frozenset[int]:
-        lib = self._lib
-        transaction = lib.msc_new_transaction(self._engine, self._rules, None)
-        lib.msc_process_connection(transaction, b"127.0.0.1", 40000, b"127.0.0.1", 80)
-        lib.msc_process_uri(transaction, request.target, request.method, request.protocol.removeprefix(b"HTTP/"))
-        for name, value in request.headers:
-            lib.msc_add_n_request_header(transaction, name, len(name), value, len(value))
-        self._messages.clear()
-        lib.msc_process_request_headers(transaction)
-        lib.msc_append_request_body(transaction, request.body, len(request.body))
-        lib.msc_process_request_body(transaction)
-        lib.msc_transaction_cleanup(transaction)
-        return frozenset(int(found) for message in self._messages for found in re.findall(rb'\[id "(\d+)"\]', message))
+MODSECURITY_BASE = (
+    "SecRuleEngine DetectionOnly\n"
+    "SecRequestBodyAccess On\n"
+    "SecRequestBodyLimit 13107200\n"
+    "SecRequestBodyNoFilesLimit 131072\n"
+    + RECOMMENDED_BODY_PROCESSORS
+    + 'SecDefaultAction "phase:1,log,auditlog,pass"\n'
+    + 'SecDefaultAction "phase:2,log,auditlog,pass"\n'
+)
 
 
 def _deliberate_differences(rule_files: list[Path]) -> frozenset[int]:
@@ -277,22 +227,12 @@ def _deliberate_differences(rule_files: list[Path]) -> frozenset[int]:
     return frozenset(ids)
 
 
-def test_agrees_with_libmodsecurity(outcomes: tuple[list[Outcome], float]) -> None:
+def test_agrees_with_libmodsecurity(outcomes: tuple[list[Outcome], float], reference_modsecurity: ModSecurity) -> None:
     """On every case, the engine logs the same rule ids as libmodsecurity 3.0.9, leaving out the rules where it
     follows ModSecurity v2 on purpose, and requests the C API cannot express (a protocol other than HTTP/x)."""
 
-    path = ctypes.util.find_library("modsecurity")
-    if path is None:
-        pytest.skip("libmodsecurity is not installed")
-    library = ctypes.CDLL(path)
-    library.msc_who_am_i.restype = ctypes.c_char_p
-    library.msc_who_am_i.argtypes = [ctypes.c_void_p]
-    library.msc_init.restype = ctypes.c_void_p
-    version = library.msc_who_am_i(library.msc_init())
-    if b"v3.0.9" not in version:
-        pytest.skip(f"the reference is libmodsecurity v3.0.9, this is {version!r}")
     rule_files = sorted(CRS_RULES.glob("REQUEST-9*.conf"))
-    reference = LibModSecurity(library, rule_files)
+    reference = reference_modsecurity.rules(MODSECURITY_BASE + SETUP, *rule_files)
     ignored = _deliberate_differences(rule_files)
     cases = {case["id"]: case for case in orjson.loads(CORPUS.read_bytes())["cases"]}
     differences = []
@@ -302,7 +242,11 @@ def test_agrees_with_libmodsecurity(outcomes: tuple[list[Outcome], float]) -> No
         if request is None or not request.protocol.startswith(b"HTTP/"):
             continue
         compared += 1
-        theirs = reference.fired(request) - ignored
+        http_version = request.protocol.removeprefix(b"HTTP/")
+        logged = reference.process_request(
+            request.method, request.target, request.headers, request.body, http_version=http_version
+        )
+        theirs = frozenset(logged.rule_ids) - ignored
         ours = outcome.fired - ignored
         if theirs != ours:
             differences.append(

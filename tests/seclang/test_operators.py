@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from pathlib import Path
 
 import libinjection  # type: ignore[import-not-found]
@@ -23,6 +21,7 @@ from edgeplane.seclang.operators import (
     pm_phrases,
 )
 from edgeplane.seclang.rule_files import SecRule, load_rule_files
+from tests.support.modsecurity import ModSecurity
 
 CRS_RULES = Path("/usr/share/modsecurity-crs/rules")
 HERE = Path(__file__).parent
@@ -312,93 +311,33 @@ def test_every_crs_operator_compiles() -> None:
 # --- differential: libmodsecurity 3.0.9 -----------------------------------------------------------------------------
 
 
-class LibModSecurity:
-    """libmodsecurity through its C API, as an oracle: ``run(name, argument, value)`` evaluates ``@name argument``
-    on ``value`` (sent as a request header) in a one-rule configuration with ``capture``, and gives TX:0 as the rule's
+class OperatorOracle:
+    """libmodsecurity as an oracle for operators: ``run(name, argument, value)`` evaluates ``@name argument`` on
+    ``value`` (sent as a request header) in a one-rule configuration with ``capture``, and gives TX:0 as the rule's
     log message shows it, or None when the rule did not match."""
 
-    def __init__(self, library: ctypes.CDLL) -> None:
-        self._lib = library
-        void_p = ctypes.c_void_p
-        library.msc_init.restype = void_p
-        library.msc_create_rules_set.restype = void_p
-        library.msc_new_transaction.restype = void_p
-        library.msc_new_transaction.argtypes = [void_p, void_p, void_p]
-        library.msc_rules_add.argtypes = [void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
-        library.msc_set_log_cb.argtypes = [void_p, void_p]
-        library.msc_add_n_request_header.argtypes = [
-            void_p,
-            ctypes.c_char_p,
-            ctypes.c_size_t,
-            ctypes.c_char_p,
-            ctypes.c_size_t,
-        ]
-        library.msc_process_connection.argtypes = [void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-        library.msc_process_uri.argtypes = [void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
-        library.msc_process_request_headers.argtypes = [void_p]
-        library.msc_transaction_cleanup.argtypes = [void_p]
-        self._messages: list[bytes] = []
-        self._callback = ctypes.CFUNCTYPE(None, void_p, ctypes.c_char_p)(self._log)
-        self._engine = library.msc_init()
-        library.msc_set_log_cb(self._engine, ctypes.cast(self._callback, void_p))
-        self._rules: dict[tuple[str, str], int] = {}
-
-    def _log(self, _data: object, message: bytes) -> None:
-        self._messages.append(message)
-
-    def _rules_for(self, name: str, argument: str) -> int:
-        key = (name, argument)
-        if key not in self._rules:
-            rules = self._lib.msc_create_rules_set()
-            error = ctypes.c_char_p()
-            quoted = argument.replace('\\"', '"').replace('"', '\\"')
-            text = (
-                "SecRuleEngine On\n"
-                f'SecRule REQUEST_HEADERS:x "@{name} {quoted}" '
-                "\"id:1,phase:1,pass,log,capture,t:none,msg:'<%{TX.0}>'\"\n"
-            )
-            if self._lib.msc_rules_add(rules, text.encode("utf-8", "surrogateescape"), ctypes.byref(error)) < 0:
-                raise RuntimeError(error.value)
-            self._rules[key] = rules
-        return self._rules[key]
+    def __init__(self, modsecurity: ModSecurity) -> None:
+        self._modsecurity = modsecurity
 
     def run(self, name: str, argument: str, value: bytes) -> bytes | None:
-        lib = self._lib
-        transaction = lib.msc_new_transaction(self._engine, self._rules_for(name, argument), None)
-        lib.msc_process_connection(transaction, b"127.0.0.1", 40000, b"127.0.0.1", 80)
-        lib.msc_process_uri(transaction, b"/", b"GET", b"1.1")
-        lib.msc_add_n_request_header(transaction, b"x", 1, value, len(value))
-        self._messages.clear()
-        lib.msc_process_request_headers(transaction)
-        lib.msc_transaction_cleanup(transaction)
-        for message in self._messages:
-            if b'[id "1"]' in message:
-                start = message.index(b'[msg "<') + 7
-                return message[start : message.index(b'>"]', start)]
-        return None
+        quoted = argument.replace('\\"', '"').replace('"', '\\"')
+        rule = (
+            f'SecRule REQUEST_HEADERS:x "@{name} {quoted}" "id:1,phase:1,pass,log,capture,t:none,msg:\'<%{{TX.0}}>\'"'
+        )
+        outcome = self._modsecurity.rules("SecRuleEngine On\n" + rule).process_request(b"GET", b"/", [(b"x", value)])
+        message = outcome.message(1)
+        return None if message is None else message[1:-1]  # the <...> the message wraps TX:0 in
 
 
 @pytest.fixture(scope="module")
-def libmodsecurity() -> LibModSecurity:
-    path = ctypes.util.find_library("modsecurity")
-    if path is None:
-        pytest.skip("libmodsecurity is not installed")
-    library = ctypes.CDLL(path)
-    if not hasattr(library, "msc_who_am_i"):
-        pytest.skip("libmodsecurity without its C API")
-    library.msc_who_am_i.restype = ctypes.c_char_p
-    library.msc_who_am_i.argtypes = [ctypes.c_void_p]
-    library.msc_init.restype = ctypes.c_void_p
-    version = library.msc_who_am_i(library.msc_init())
-    if b"v3.0.9" not in version:
-        pytest.skip(f"the reference is libmodsecurity v3.0.9, this is {version!r}")
-    return LibModSecurity(library)
+def libmodsecurity(reference_modsecurity: ModSecurity) -> OperatorOracle:
+    return OperatorOracle(reference_modsecurity)
 
 
 _WITHOUT_ARGUMENT = {"detectsqli", "detectxss", "validateurlencoding", "validateutf8encoding", "unconditionalmatch"}
 
 
-def _agree(oracle: LibModSecurity, name: str, argument: str, value: bytes, data_dir: Path = HERE) -> None:
+def _agree(oracle: OperatorOracle, name: str, argument: str, value: bytes, data_dir: Path = HERE) -> None:
     expected = oracle.run(name, argument, value)
     captures = run(name, argument, value, data_dir)
     assert (captures is None) == (expected is None), (name, argument, value, expected)
@@ -410,7 +349,7 @@ def _agree(oracle: LibModSecurity, name: str, argument: str, value: bytes, data_
 
 @pytest.mark.parametrize(("pattern", "matching", "other"), [row for row in MEANING if b'"' not in row[0]])
 def test_pcre_meaning_agrees_with_libmodsecurity(
-    libmodsecurity: LibModSecurity, pattern: bytes, matching: list[bytes], other: list[bytes]
+    libmodsecurity: OperatorOracle, pattern: bytes, matching: list[bytes], other: list[bytes]
 ) -> None:
     for value in matching + other:
         _agree(libmodsecurity, "rx", pattern.decode("utf-8", "surrogateescape"), value)
@@ -418,14 +357,14 @@ def test_pcre_meaning_agrees_with_libmodsecurity(
 
 @pytest.mark.parametrize(("phrases", "value", "stored"), PM_AUTOMATON)
 def test_pm_table_agrees_with_libmodsecurity(
-    libmodsecurity: LibModSecurity, phrases: str, value: bytes, stored: bytes | None
+    libmodsecurity: OperatorOracle, phrases: str, value: bytes, stored: bytes | None
 ) -> None:
     assert libmodsecurity.run("pm", phrases, value) == stored
 
 
 @pytest.mark.parametrize(("name", "argument", "value", "captures"), TABLE)
 def test_table_agrees_with_libmodsecurity(
-    libmodsecurity: LibModSecurity, name: str, argument: str, value: bytes, captures: tuple[bytes, ...] | None
+    libmodsecurity: OperatorOracle, name: str, argument: str, value: bytes, captures: tuple[bytes, ...] | None
 ) -> None:
     if name.lower() in ("rbl", "geolookup"):
         return  # not evaluated without a resolver or database
@@ -441,7 +380,7 @@ def test_table_agrees_with_libmodsecurity(
     st.lists(st.text("abcAB", min_size=1, max_size=5), min_size=1, max_size=5),
     st.lists(st.text("abcAB ", max_size=10).map(str.encode), min_size=1, max_size=8),
 )
-def test_pm_agrees_with_libmodsecurity(libmodsecurity: LibModSecurity, phrases: list[str], values: list[bytes]) -> None:
+def test_pm_agrees_with_libmodsecurity(libmodsecurity: OperatorOracle, phrases: list[str], values: list[bytes]) -> None:
     for value in values:
         _agree(libmodsecurity, "pm", " ".join(phrases), value)
 
@@ -451,7 +390,7 @@ _BYTES = st.binary(max_size=12) | st.lists(st.sampled_from([b"%", b"4", b"1", b"
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_BYTES.map(lambda value: value if isinstance(value, bytes) else b"".join(value)), max_size=10))
-def test_validators_agree_with_libmodsecurity(libmodsecurity: LibModSecurity, values: list[bytes]) -> None:
+def test_validators_agree_with_libmodsecurity(libmodsecurity: OperatorOracle, values: list[bytes]) -> None:
     for value in values:
         _agree(libmodsecurity, "validateUrlEncoding", "", value)
         _agree(libmodsecurity, "validateUtf8Encoding", "", value)
@@ -463,7 +402,7 @@ _NUMBERS = st.sampled_from([b"0", b"1", b"-1", b"+7", b" 12", b"12abc", b"abc", 
 
 @settings(max_examples=100, deadline=None)
 @given(_NUMBERS, _NUMBERS)
-def test_numbers_agree_with_libmodsecurity(libmodsecurity: LibModSecurity, argument: bytes, value: bytes) -> None:
+def test_numbers_agree_with_libmodsecurity(libmodsecurity: OperatorOracle, argument: bytes, value: bytes) -> None:
     if not argument.strip() or argument != argument.strip():
         return  # the rule text cannot carry an empty or space-led argument
     for name in ("eq", "ge", "gt", "lt", "le"):
@@ -475,7 +414,7 @@ _WORDS = st.lists(st.sampled_from([b"select", b"sel", b"x", b" ", b"_", b"1", b"
 
 @settings(max_examples=100, deadline=None)
 @given(_WORDS.map(b"".join))
-def test_strings_agree_with_libmodsecurity(libmodsecurity: LibModSecurity, value: bytes) -> None:
+def test_strings_agree_with_libmodsecurity(libmodsecurity: OperatorOracle, value: bytes) -> None:
     for name in ("containsWord", "contains", "beginsWith", "endsWith", "streq", "within"):
         _agree(libmodsecurity, name, "select", value)
 
@@ -508,7 +447,7 @@ _CRS_VALUES = st.lists(
 @pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed")
 @settings(max_examples=25, deadline=None)
 @given(st.lists(_CRS_VALUES, min_size=1, max_size=4))
-def test_crs_operators_agree_with_libmodsecurity(libmodsecurity: LibModSecurity, values: list[bytes]) -> None:
+def test_crs_operators_agree_with_libmodsecurity(libmodsecurity: OperatorOracle, values: list[bytes]) -> None:
     for name, argument, operator in _compiled_crs_operators():
         from_file = name.lower() in ("pmfromfile", "pmf", "ipmatchfromfile")
         oracle_argument = str(CRS_RULES / argument) if from_file else argument

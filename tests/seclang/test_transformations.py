@@ -7,8 +7,6 @@ configuration whose log message carries the transformed value, hex-encoded).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +17,7 @@ from hypothesis import strategies as st
 
 from edgeplane.seclang.errors import SecLangError, UnknownTransformation
 from edgeplane.seclang.transformations import TRANSFORMATION_NAMES, UNICODE_MAP_FILE, transformation
+from tests.support.modsecurity import ModSecurity
 
 CASES = [
     ("urlDecode", b"a%41%4a+b", b"aAJ b"),
@@ -320,91 +319,38 @@ def test_url_decode_uni_uses_code_page_20127() -> None:
 # --- differential: libmodsecurity 3.0.9 -----------------------------------------------------------------------------
 
 
-class LibModSecurity:
-    """libmodsecurity through its C API, as an oracle: ``transform(name, value)`` runs ``t:name`` on ``value`` (sent
+class TransformationOracle:
+    """libmodsecurity as an oracle for transformations: ``transform(name, value)`` runs ``t:name`` on ``value`` (sent
     as a request header) in a one-rule configuration and reads the result back from the rule's log message, where
-    ``t:hexEncode`` has made it printable."""
+    ``t:hexEncode`` has made it printable. ``unicode_mapping`` is the code page file ``t:urlDecodeUni`` uses."""
 
-    def __init__(self, library: ctypes.CDLL, unicode_mapping: Path) -> None:
-        self._lib = library
-        void_p = ctypes.c_void_p
-        library.msc_init.restype = void_p
-        library.msc_create_rules_set.restype = void_p
-        library.msc_new_transaction.restype = void_p
-        library.msc_new_transaction.argtypes = [void_p, void_p, void_p]
-        library.msc_rules_add.argtypes = [void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
-        library.msc_set_log_cb.argtypes = [void_p, void_p]
-        library.msc_add_n_request_header.argtypes = [
-            void_p,
-            ctypes.c_char_p,
-            ctypes.c_size_t,
-            ctypes.c_char_p,
-            ctypes.c_size_t,
-        ]
-        library.msc_process_connection.argtypes = [void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-        library.msc_process_uri.argtypes = [void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
-        library.msc_process_request_headers.argtypes = [void_p]
-        library.msc_transaction_cleanup.argtypes = [void_p]
-        self._messages: list[bytes] = []
-        self._callback = ctypes.CFUNCTYPE(None, void_p, ctypes.c_char_p)(self._log)
-        self._engine = library.msc_init()
-        library.msc_set_log_cb(self._engine, ctypes.cast(self._callback, void_p))
+    def __init__(self, modsecurity: ModSecurity, unicode_mapping: Path) -> None:
+        self._modsecurity = modsecurity
         self._unicode_mapping = unicode_mapping
-        self._rules: dict[str, int] = {}
-
-    def _log(self, _data: object, message: bytes) -> None:
-        self._messages.append(message)
-
-    def _rules_for(self, name: str) -> int:
-        if name not in self._rules:
-            rules = self._lib.msc_create_rules_set()
-            error = ctypes.c_char_p()
-            text = (
-                f"SecUnicodeMapFile {self._unicode_mapping} 20127\n"
-                "SecRuleEngine On\n"
-                'SecRule REQUEST_HEADERS:x "@unconditionalMatch" '
-                f"\"id:1,phase:1,pass,log,t:none,t:{name},t:hexEncode,msg:'<%{{MATCHED_VAR}}>'\"\n"
-            )
-            if self._lib.msc_rules_add(rules, text.encode(), ctypes.byref(error)) < 0:
-                raise RuntimeError(error.value)
-            self._rules[name] = rules
-        return self._rules[name]
 
     def transform(self, name: str, value: bytes) -> bytes:
-        lib = self._lib
-        transaction = lib.msc_new_transaction(self._engine, self._rules_for(name), None)
-        lib.msc_process_connection(transaction, b"127.0.0.1", 40000, b"127.0.0.1", 80)
-        lib.msc_process_uri(transaction, b"/", b"GET", b"1.1")
-        lib.msc_add_n_request_header(transaction, b"x", 1, value, len(value))
-        self._messages.clear()
-        lib.msc_process_request_headers(transaction)
-        lib.msc_transaction_cleanup(transaction)
-        for message in self._messages:
-            start = message.find(b'[msg "<')
-            if start >= 0:
-                return bytes.fromhex(message[start + 7 : message.index(b'>"]', start)].decode("ascii"))
-        raise AssertionError(f"no log line for t:{name} on {value!r}: {self._messages!r}")
+        rules = self._modsecurity.rules(
+            f"SecUnicodeMapFile {self._unicode_mapping} 20127\n"
+            "SecRuleEngine On\n"
+            'SecRule REQUEST_HEADERS:x "@unconditionalMatch" '
+            f"\"id:1,phase:1,pass,log,t:none,t:{name},t:hexEncode,msg:'<%{{MATCHED_VAR}}>'\"\n"
+        )
+        outcome = rules.process_request(b"GET", b"/", [(b"x", value)])
+        message = outcome.message(1)
+        if message is None:
+            raise AssertionError(f"no log line for t:{name} on {value!r}: {outcome.log!r}")
+        return bytes.fromhex(message[1:-1].decode("ascii"))
 
 
 @pytest.fixture(scope="module")
-def libmodsecurity(tmp_path_factory: pytest.TempPathFactory) -> LibModSecurity:
-    path = ctypes.util.find_library("modsecurity")
-    if path is None:
-        pytest.skip("libmodsecurity is not installed")
-    library = ctypes.CDLL(path)
-    if not hasattr(library, "msc_who_am_i"):
-        pytest.skip("libmodsecurity without its C API")
-    library.msc_who_am_i.restype = ctypes.c_char_p
-    library.msc_who_am_i.argtypes = [ctypes.c_void_p]
-    library.msc_init.restype = ctypes.c_void_p
-    version = library.msc_who_am_i(library.msc_init())
-    if b"v3.0.9" not in version:
-        pytest.skip(f"the reference is libmodsecurity v3.0.9, this is {version!r}")
+def libmodsecurity(
+    reference_modsecurity: ModSecurity, tmp_path_factory: pytest.TempPathFactory
+) -> TransformationOracle:
     # The code page the engine uses, written in unicode.mapping's own format for the library to load.
     entries = tomllib.loads(UNICODE_MAP_FILE.read_text())["entries"].split()
     mapping = tmp_path_factory.mktemp("modsecurity") / "unicode.mapping"
     mapping.write_text("20127 (US-ASCII)\n" + " ".join(entries) + "\n\n")
-    return LibModSecurity(library, mapping)
+    return TransformationOracle(reference_modsecurity, mapping)
 
 
 # Per transformation, the bytes its decoder reacts to, so that random values are dense in escapes.
@@ -440,7 +386,7 @@ def dense_values(name: str) -> st.SearchStrategy[bytes]:
 
 
 @pytest.mark.parametrize("name", ALL_NAMES)
-def test_agrees_with_libmodsecurity(name: str, libmodsecurity: LibModSecurity) -> None:
+def test_agrees_with_libmodsecurity(name: str, libmodsecurity: TransformationOracle) -> None:
     ours: Callable[[bytes], bytes] = transformation(name)
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

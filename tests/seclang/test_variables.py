@@ -6,8 +6,6 @@ requests; where this engine differs on purpose the test says so.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +16,7 @@ from hypothesis import strategies as st
 
 from edgeplane.seclang.request import HttpRequest
 from edgeplane.seclang.variables import RequestVariables
+from tests.support.modsecurity import RECOMMENDED_BODY_PROCESSORS, ModSecurity
 
 Headers = tuple[tuple[bytes, bytes], ...]
 
@@ -471,40 +470,25 @@ class ModSecurityVariables:
         "SecRuleEngine On\n"
         "SecRequestBodyAccess On\n"
         "SecRequestBodyLimit 13107200\n"
-        "SecRequestBodyLimitAction ProcessPartial\n"
-        'SecRule REQUEST_HEADERS:Content-Type "^(?:application(?:/soap\\+|/)|text/)xml" '
-        '"id:200000,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=XML"\n'
-        'SecRule REQUEST_HEADERS:Content-Type "^application/json" '
-        '"id:200001,phase:1,t:none,t:lowercase,pass,nolog,ctl:requestBodyProcessor=JSON"\n'
+        "SecRequestBodyLimitAction ProcessPartial\n" + RECOMMENDED_BODY_PROCESSORS
     )
 
-    def __init__(self, library: ctypes.CDLL, log: Path, names: Sequence[str]) -> None:
-        self._lib = library
+    def __init__(self, modsecurity: ModSecurity, log: Path, names: Sequence[str]) -> None:
         self._log = log
         self._names = names
         rules_text = self.RECOMMENDED + f"SecDebugLog {log}\nSecDebugLogLevel 9\n"
         for index, name in enumerate(names):
             rule_id = 9000 + index
             rules_text += f'SecRule {name} "@unconditionalMatch" "id:{rule_id},phase:2,pass,nolog,t:none,t:hexEncode"\n'
-        self._engine = library.msc_init()
-        self._rules = library.msc_create_rules_set()
-        error = ctypes.c_char_p()
-        if library.msc_rules_add(self._rules, rules_text.encode(), ctypes.byref(error)) < 0:
-            raise RuntimeError(error.value)
+        self._rules = modsecurity.rules(rules_text)
 
     def values(self, request: HttpRequest) -> dict[str, list[tuple[str, bytes | None, bytes]]]:
         """Per variable: (name as logged, value or None when shortened, value prefix)."""
-        lib = self._lib
         self._log.write_bytes(b"")
-        transaction = lib.msc_new_transaction(self._engine, self._rules, None)
-        lib.msc_process_connection(transaction, b"127.0.0.1", 40000, b"127.0.0.1", 80)
-        lib.msc_process_uri(transaction, request.target, request.method, request.protocol.removeprefix(b"HTTP/"))
-        for name, value in request.headers:
-            lib.msc_add_n_request_header(transaction, name, len(name), value, len(value))
-        lib.msc_process_request_headers(transaction)
-        lib.msc_append_request_body(transaction, request.body, len(request.body))
-        lib.msc_process_request_body(transaction)
-        lib.msc_transaction_cleanup(transaction)
+        http_version = request.protocol.removeprefix(b"HTTP/")
+        self._rules.process_request(
+            request.method, request.target, request.headers, request.body, http_version=http_version
+        )
         found: dict[str, list[tuple[str, bytes | None, bytes]]] = {name: [] for name in self._names}
         rule = -1
         for line in self._log.read_bytes().split(b"\n"):
@@ -565,39 +549,9 @@ NUMERIC = {"ARGS_COMBINED_SIZE", "REQUEST_BODY_LENGTH", "FILES_COMBINED_SIZE"}
 
 
 @pytest.fixture(scope="module")
-def modsecurity(tmp_path_factory: pytest.TempPathFactory) -> ModSecurityVariables:
-    path = ctypes.util.find_library("modsecurity")
-    if path is None:
-        pytest.skip("libmodsecurity is not installed")
-    library = ctypes.CDLL(path)
-    if not hasattr(library, "msc_who_am_i"):
-        pytest.skip("libmodsecurity without its C API")
-    void_p = ctypes.c_void_p
-    library.msc_who_am_i.restype = ctypes.c_char_p
-    library.msc_who_am_i.argtypes = [void_p]
-    library.msc_init.restype = void_p
-    library.msc_create_rules_set.restype = void_p
-    library.msc_new_transaction.restype = void_p
-    library.msc_new_transaction.argtypes = [void_p, void_p, void_p]
-    library.msc_rules_add.argtypes = [void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
-    library.msc_add_n_request_header.argtypes = [
-        void_p,
-        ctypes.c_char_p,
-        ctypes.c_size_t,
-        ctypes.c_char_p,
-        ctypes.c_size_t,
-    ]
-    library.msc_process_connection.argtypes = [void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-    library.msc_process_uri.argtypes = [void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
-    library.msc_process_request_headers.argtypes = [void_p]
-    library.msc_append_request_body.argtypes = [void_p, ctypes.c_char_p, ctypes.c_size_t]
-    library.msc_process_request_body.argtypes = [void_p]
-    library.msc_transaction_cleanup.argtypes = [void_p]
-    version = library.msc_who_am_i(library.msc_init())
-    if b"v3.0.9" not in version:
-        pytest.skip(f"the reference is libmodsecurity v3.0.9, this is {version!r}")
+def modsecurity(reference_modsecurity: ModSecurity, tmp_path_factory: pytest.TempPathFactory) -> ModSecurityVariables:
     log = tmp_path_factory.mktemp("modsecurity") / "debug.log"
-    return ModSecurityVariables(library, log, DIFFERENTIAL_VARIABLES)
+    return ModSecurityVariables(reference_modsecurity, log, DIFFERENTIAL_VARIABLES)
 
 
 def ours(variables: RequestVariables, name: str) -> list[tuple[str, bytes]]:
