@@ -935,7 +935,7 @@ class _Transaction:
     disabled: frozenset[int] = frozenset()
     current: _Rule | None = None
     force_request_body: bool = False
-    # Request collections and their key indexes, valid for one phase (the body processor may change in phase 1).
+    # Request collections and their key indexes, valid until the body processor changes (ctl).
     collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
     index_cache: dict[str, dict[bytes, list[tuple[bytes, bytes]]]] = field(default_factory=dict)
     # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
@@ -951,7 +951,7 @@ class _Transaction:
 
     def run_phase(self, phase: int, compiled: _Phase) -> None:
         self.phase = phase
-        self._forget_request_values()
+        self._forget_request_values(collections=False)
         program = compiled.full
         rules, nexts, jumps = program.rules, program.nexts, program.jumps
         count = len(rules)
@@ -1200,10 +1200,12 @@ class _Transaction:
             self.entries_cache[key] = entries
         return entries
 
-    def _forget_request_values(self) -> None:
-        """Drop what was read from the request: a new phase or a new body processor changes it."""
-        self.collection_cache.clear()
-        self.index_cache.clear()
+    def _forget_request_values(self, *, collections: bool = True) -> None:
+        """Drop what was read from the request: a new phase changes what rules see of it (the body is hidden in
+        phase 1), a new body processor its collections themselves."""
+        if collections:
+            self.collection_cache.clear()
+            self.index_cache.clear()
         self.entries_cache.clear()
         self.read_cache.clear()
         self.prefilter_hits = None

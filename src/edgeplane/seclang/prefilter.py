@@ -203,7 +203,17 @@ class Prefilter:
     """The prefiltered rules of a phase (see the module docstring). Raises ``ValueError`` when RE2 refuses a
     pattern."""
 
-    __slots__ = ("_by_source", "_interned", "_readers", "_reading_all", "_sets", "rules", "slots", "sources")
+    __slots__ = (
+        "_by_pairs",
+        "_by_source",
+        "_interned",
+        "_readers",
+        "_reading_all",
+        "_sets",
+        "rules",
+        "slots",
+        "sources",
+    )
 
     def __init__(self, rules: Sequence[PrefilterRule]) -> None:
         self.rules = tuple(rules)
@@ -233,17 +243,32 @@ class Prefilter:
         self._readers: BoundedMemo[tuple[Source, bytes], _Readers | None] = BoundedMemo(
             self._readers_of, max_entries=_MEMO_MAX_ENTRIES
         )
+        # What a source's pairs hit, by all of them: a request's headers come again with the next request.
+        self._by_pairs: dict[tuple[Source, tuple[tuple[bytes, bytes], ...]], frozenset[int]] = {}
 
     def hits(self, pairs: Pairs) -> set[int]:
         """The slots of the rules that can match, given each source's (key, value) pairs as the rules would read
         them now (``pairs(source)``)."""
         found: set[int] = set()
         readers_of = self._readers
+        by_pairs = self._by_pairs
         for source in self.sources:
-            for key, value in pairs(source):
-                readers = readers_of((source, key))
-                if readers is not None:
-                    found.update(readers.hits(value))
+            members = tuple(pairs(source))
+            if not members:
+                continue
+            remembered = by_pairs.get((source, members))
+            if remembered is None:
+                slots: set[int] = set()
+                for key, value in members:
+                    readers = readers_of((source, key))
+                    if readers is not None:
+                        slots.update(readers.hits(value))
+                remembered = frozenset(slots)
+                if sum(len(value) for _, value in members) <= _MEMO_MAX_LENGTH:
+                    if len(by_pairs) >= _MEMO_MAX_ENTRIES:
+                        by_pairs.clear()
+                    by_pairs[(source, members)] = remembered
+            found.update(remembered)
         return found
 
     def _readers_of(self, member: tuple[Source, bytes]) -> _Readers | None:
