@@ -275,6 +275,8 @@ SEGMENT_RULES = """
 SecAction "id:1,phase:1,pass,nolog,setvar:tx.x=0,setvar:!tx.gone"
 SecRule &TX:y "@eq 0" "id:2,phase:1,pass,nolog,setvar:tx.y=7"
 SecRule TX:x "@eq 0" "id:3,phase:1,pass,log,msg:'x is %{tx.x}, y %{tx.y}',setvar:tx.score=+%{tx.y}"
+SecRule ARGS_GET "@rx attack" "id:7,phase:1,pass,nolog,setvar:tx.y=+10"
+SecRule TX:y "@gt 10" "id:8,phase:1,pass,log"
 SecRule REQUEST_HEADERS:X-Level "@gt 2" "id:4,phase:1,deny,log,msg:'level %{MATCHED_VAR}'"
 SecRule REQUEST_URI "@rx ." "id:5,phase:1,pass,log"
 """
@@ -294,8 +296,13 @@ def test_remembered_segments_do_what_the_walk_does(tx: dict[str, str], level: by
     directives = parse_rules(SEGMENT_RULES)
     fast = compile_rules(directives, data_dir=Path("/nonexistent"))
     plain = compile_rules(directives, data_dir=Path("/nonexistent"), prefilter=False)
-    request = HttpRequest(b"GET", b"/a", b"HTTP/1.1", ((b"Host", b"x"), (b"X-Level", level)), b"")
+    requests = [
+        HttpRequest(b"GET", target, b"HTTP/1.1", ((b"Host", b"x"), (b"X-Level", level)), b"")
+        for target in (b"/a", b"/a?q=attack")  # a rule outside the segments writes TX in between
+    ]
     for previous in ({"x": "0"}, {"x": "9", "y": "1"}, tx):  # fill the memo with other values first
-        fast.evaluate(request, tx=previous, mode=mode)
+        for request in requests:
+            fast.evaluate(request, tx=previous, mode=mode)
     for _ in range(2):
-        assert fast.evaluate(request, tx=tx, mode=mode) == plain.evaluate(request, tx=tx, mode=mode)
+        for request in requests:
+            assert fast.evaluate(request, tx=tx, mode=mode) == plain.evaluate(request, tx=tx, mode=mode)

@@ -37,6 +37,7 @@ Written by hand: no Python library evaluates SecLang; libmodsecurity is C++ and 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,6 +259,9 @@ class _Program:
                     pending.append(self.jumps[at])
             rules = [self.rules[at] for at in sorted(region)]
             reads = tuple(dict.fromkeys(read for rule in rules for read in rule.pure_reads or ()))
+            # A collection read whole determines what its selectors read.
+            whole = {read[1] for read in reads if read[0] == _REQUEST_PAIRS and read[3] is None}
+            reads = tuple(read for read in reads if read[1] not in whole or read[3] is None or read[0] == _MACRO)
             ids = frozenset(rule.rule_id for rule in rules if rule.rule_id is not None)
             prefiltered = frozenset(rule.position for rule in rules if rule.prefiltered)
             segment = self.segments[index] = _Segment(reads, ids, prefiltered)
@@ -282,6 +286,7 @@ class _Outcome:
     stopped: bool
     interrupted_by: int | None
     exit: int
+    serial: int  # never the same for two outcomes: what the collections' state became after it
 
 
 class _WriteLog(dict[str, bytes]):
@@ -426,6 +431,18 @@ class RuleEngine:
         self._phases = dict(phases)
         self._data_dir = data_dir
         self._dynamic_operators: dict[tuple[str, str], Operator] = {}
+        # States of the TX, IP... collections, numbered: by the TX a request starts with, then by (state, segment
+        # outcome) as segments are walked. Numbers are never reused, so forgetting the table only costs speed.
+        self._states: dict[object, int] = {}
+        self._serials = itertools.count(1)
+
+    def _state(self, origin: object) -> int:
+        state = self._states.get(origin)
+        if state is None:
+            if len(self._states) >= 65536:
+                self._states.clear()
+            state = self._states[origin] = next(self._serials)
+        return state
 
     @property
     def rule_ids(self) -> frozenset[int]:
@@ -452,6 +469,7 @@ class RuleEngine:
         transaction.disabled = disabled
         for name, value in (tx or {}).items():
             transaction.collections["TX"][name.lower()] = value.encode("utf-8") if isinstance(value, str) else value
+        transaction.state = self._state(tuple(sorted(transaction.collections["TX"].items())))
         for phase in (1, 2):
             if transaction.mode == "Off" or transaction.stopped:
                 break
@@ -594,6 +612,17 @@ _RECURRING = frozenset(
 )
 
 
+_MEMBERS: dict[bytes, _Selector] = {}
+
+
+def _member(literal: bytes) -> _Selector:
+    """One selector object per literal key, so that segments reading the same member share its read."""
+    selector = _MEMBERS.get(literal)
+    if selector is None:
+        selector = _MEMBERS[literal] = _Selector(literal, None, literal.decode("latin-1"))
+    return selector
+
+
 def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
     """The variables a chain's evaluation depends on when they can be named before it runs; None when they
     cannot (whole collections, key regexes, exclusions, MATCHED_VARS as a target, a setvar adding to a variable
@@ -615,7 +644,8 @@ def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
                 reads.append((_REQUEST_PAIRS, target.collection, None, None))
                 continue
             if target.counted and target.collection not in _PER_REQUEST_COLLECTIONS:
-                reads.append((_COUNT, target.collection, None, selector))
+                literal = selector.literal if selector is not None else None
+                reads.append((_COUNT, target.collection, None, _member(literal) if literal is not None else selector))
             elif target.collection in _PER_REQUEST_COLLECTIONS:
                 if selector is None:
                     return None
@@ -623,7 +653,9 @@ def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
                     reads.append((_TX_MEMBER, target.collection, selector.literal.decode("latin-1"), None))
                 else:  # the members a key regex selects when the segment starts
                     reads.append((_REQUEST_PAIRS, target.collection, None, selector))
-            elif (selector is not None and selector.literal is not None) or target.collection in _SCALARS | _RECURRING:
+            elif selector is not None and selector.literal is not None:
+                reads.append((_REQUEST_PAIRS, target.collection, None, _member(selector.literal)))
+            elif target.collection in _SCALARS | _RECURRING:
                 reads.append((_REQUEST_PAIRS, target.collection, None, selector))
             else:
                 return None
@@ -931,6 +963,9 @@ class _Transaction:
     removed_tags: set[str] = field(default_factory=set)
     removed_targets_by_id: dict[int, list[tuple[str, _Selector | None]]] = field(default_factory=dict)
     removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = field(default_factory=list)
+    # The number of the TX, IP... collections' state (RuleEngine._state) while it is known: from the start, as
+    # long as only segments changed them; None once a rule that matched may have written them.
+    state: int | None = None
     removals: bool = False  # whether a ctl removed any rule or target
     disabled: frozenset[int] = frozenset()
     current: _Rule | None = None
@@ -963,7 +998,7 @@ class _Transaction:
         index = 0
         # While a segment is walked for the first time with its values (the collections then log their writes):
         # the segment, its key and how many matches there were before it.
-        recording: tuple[_Segment, tuple[object, ...], int] | None = None
+        recording: tuple[_Segment, tuple[object, ...], int, int | None] | None = None
         while index < count:
             rule = rules[index]
             if (
@@ -990,7 +1025,7 @@ class _Transaction:
                             return
                         index = outcome.exit
                         continue
-                    recording = (segment, key, len(self.matches))
+                    recording = (segment, key, len(self.matches), self.state)
                     for name, store in self.collections.items():
                         self.collections[name] = _WriteLog(store)
             following = nexts[index]
@@ -1041,14 +1076,19 @@ class _Transaction:
             self._remember(recording, count)
 
     def _segment_key(self, reads: tuple[_Read, ...]) -> tuple[object, ...]:
-        key: list[object] = [self.mode]
+        """The values a segment reads; TX, IP... members stand in by the number of their state when it is known."""
+        state = self.state
+        key: list[object] = [self.mode, state]
         collections = self.collections
         request_reads = self.read_cache
         for read in reads:
             kind, collection, name, selector = read
-            if kind == _TX_MEMBER:
-                key.append(collections[collection].get(name))  # type: ignore[arg-type]
-                continue
+            if collection in collections:
+                if state is not None:
+                    continue
+                if kind == _TX_MEMBER:
+                    key.append(collections[collection].get(name))  # type: ignore[arg-type]
+                    continue
             value = request_reads.get(read, _UNREAD)
             if value is _UNREAD:
                 if kind == _REQUEST_PAIRS:
@@ -1063,17 +1103,23 @@ class _Transaction:
             key.append(value)
         return tuple(key)
 
-    def _remember(self, recording: tuple[_Segment, tuple[object, ...], int], leave_at: int) -> None:
-        segment, key, matched = recording
+    def _remember(self, recording: tuple[_Segment, tuple[object, ...], int, int | None], leave_at: int) -> None:
+        segment, key, matched, state = recording
         writes: list[tuple[str, str, bytes | None]] = []
         for name, store in self.collections.items():
             if isinstance(store, _WriteLog):
                 writes.extend((name, member, value) for member, value in store.log)
                 self.collections[name] = dict(store)
-        segment.remember(
-            key,
-            _Outcome(tuple(writes), tuple(self.matches[matched:]), self.stopped, self.interrupted_by, leave_at),
+        outcome = _Outcome(
+            tuple(writes),
+            tuple(self.matches[matched:]),
+            self.stopped,
+            self.interrupted_by,
+            leave_at,
+            next(self.engine._serials),
         )
+        segment.remember(key, outcome)
+        self.state = self.engine._state((state, outcome.serial)) if state is not None else None
 
     def _replay(self, outcome: _Outcome) -> None:
         collections = self.collections
@@ -1084,6 +1130,8 @@ class _Transaction:
             else:
                 store[member] = value
         self.matches.extend(outcome.matches)
+        if self.state is not None:
+            self.state = self.engine._state((self.state, outcome.serial))
         if outcome.stopped:
             self.stopped = True
             self.interrupted_by = outcome.interrupted_by
@@ -1132,6 +1180,8 @@ class _Transaction:
     def _evaluate(self, rule: _Rule) -> bool:
         """Evaluate a link and, when it matched, the rest of its chain; run the post-match actions on success."""
         if rule.unconditional:
+            if rule.actions.setvars:
+                self.state = None
             for setvar in rule.actions.setvars:
                 setvar.apply(self.collections, self)
             matched = True
@@ -1164,6 +1214,7 @@ class _Transaction:
                 if (captures is not None) == negated:
                     continue
                 matched = True
+                self.state = None  # captures and setvars write TX, IP...: their state is no longer known
                 if capture and captures is not None and not negated:
                     tx = self.collections["TX"]
                     for index, captured in enumerate(captures[:10]):
