@@ -278,10 +278,12 @@ _UNREAD = object()
 
 @dataclass(frozen=True, slots=True)
 class _Outcome:
-    """What walking a segment did: collection members written (value None: deleted), rules logged, whether a
-    disruptive action stopped the evaluation, and the index the walk left the segment at."""
+    """What walking a segment did: collection members written, rules logged, whether a disruptive action stopped
+    the evaluation, and the index the walk left the segment at."""
 
-    writes: tuple[tuple[str, str, bytes | None], ...]
+    # The writes as their effect: each collection's members set last to a value, and those deleted last.
+    sets: tuple[tuple[str, dict[str, bytes]], ...]
+    deletes: tuple[tuple[str, tuple[str, ...]], ...]
     matches: tuple[RuleMatch, ...]
     stopped: bool
     interrupted_by: int | None
@@ -1110,8 +1112,18 @@ class _Transaction:
             if isinstance(store, _WriteLog):
                 writes.extend((name, member, value) for member, value in store.log)
                 self.collections[name] = dict(store)
+        final: dict[str, dict[str, bytes | None]] = {}
+        for name, member, value in writes:
+            final.setdefault(name, {})[member] = value
         outcome = _Outcome(
-            tuple(writes),
+            tuple(
+                (name, {member: value for member, value in members.items() if value is not None})
+                for name, members in final.items()
+            ),
+            tuple(
+                (name, tuple(member for member, value in members.items() if value is None))
+                for name, members in final.items()
+            ),
             tuple(self.matches[matched:]),
             self.stopped,
             self.interrupted_by,
@@ -1123,12 +1135,12 @@ class _Transaction:
 
     def _replay(self, outcome: _Outcome) -> None:
         collections = self.collections
-        for name, member, value in outcome.writes:
-            store = collections.setdefault(name, {})
-            if value is None:
+        for name, values in outcome.sets:
+            collections[name].update(values)
+        for name, members in outcome.deletes:
+            store = collections[name]
+            for member in members:
                 store.pop(member, None)
-            else:
-                store[member] = value
         self.matches.extend(outcome.matches)
         if self.state is not None:
             self.state = self.engine._state((self.state, outcome.serial))
