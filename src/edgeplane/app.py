@@ -187,13 +187,14 @@ async def serve(settings: Settings) -> None:
         )
         await stopping.wait()
     finally:
-        # The edge first: its workers journal the requests they answered, which delivery takes last.
-        await _stop_all([child for child in edge_workers if child in started])
+        # The edge first, and the API with it (neither waits for the other): the edge workers journal the requests
+        # they answered, which delivery takes last.
+        await _stop_all([child for child in [*edge_workers, api] if child in started])
         for sock in worker_sockets:
             sock.close()
-        if api in started:
-            await api.stop()
         api_socket.close()
+        # The development chain served the edge workers only: it stops while delivery finishes.
+        chain_stopped = asyncio.create_task(chain.stop()) if chain is not None else None
         if delivery is not None:
             if delivery in started:
                 await delivery.stop()  # last: it takes what the edge workers journalled until they stopped
@@ -208,6 +209,6 @@ async def serve(settings: Settings) -> None:
             else:
                 if taken:
                     log.info("request journals taken into the log store at shutdown", records=taken)
-        if chain is not None:
-            await chain.stop()
+        if chain_stopped is not None:
+            await chain_stopped
         database.close()

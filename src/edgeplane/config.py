@@ -185,6 +185,13 @@ class LogSettings(BaseModel):
         description="MaxMind-format database (GeoLite2 ASN) giving the client's ASN when the trusted header is unset "
         "or absent from a request; may be the same file as client_country_database",
     )
+    upload_retry_max_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="longest pause between two attempts of a failed Logpush upload; the pause doubles from 1 s "
+        "(or from this, when it is shorter) up to it",
+    )
     destinations: DestinationSettings = Field(default_factory=DestinationSettings)
 
     @field_validator("client_country_database", "client_asn_database")

@@ -1,15 +1,17 @@
 """Processes other than the control plane follow configuration changes: at once when the database's files change,
-without asking the database while they do not."""
+without asking the database while they do not; the delivery process follows them without compiling firewalls."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 
 import edgeplane.store.snapshot as snapshot_module
 from edgeplane.api.endpoint import bump_config_version
+from edgeplane.bootstrap import ensure_bootstrap
 from edgeplane.store.database import Database, default_database_url
 from edgeplane.store.snapshot import SnapshotHolder, follow_configuration, read_snapshot
 
@@ -95,6 +97,28 @@ async def test_the_follower_still_asks_now_and_then(database: Database, monkeypa
         await asyncio.sleep(0.05)
         _bump(database)
         await _version_seen(snapshots, 1)
+    finally:
+        follower.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await follower
+
+
+async def test_a_follower_without_firewalls_has_the_rest(database: Database, tmp_path: Path) -> None:
+    """The bootstrap zone's hostnames run the default firewall deployment (``tests/waf/test_snapshot_firewall.py``):
+    read without firewalls, the snapshot routes them and compiles nothing."""
+    ensure_bootstrap(tmp_path, database)
+    zone_id = json.loads((tmp_path / "credentials.json").read_text())["zone_id"]
+    snapshots = SnapshotHolder(read_snapshot(database, firewalls=False))
+    assert zone_id in snapshots.current.zones
+    assert {route.zone_id for route in snapshots.current.web3_hostnames.values()} == {zone_id}
+    assert snapshots.current.firewalls == {}
+    follower = asyncio.create_task(follow_configuration(database, snapshots, firewalls=False))
+    try:
+        version = snapshots.current.version
+        _bump(database)
+        await _version_seen(snapshots, version + 1)
+        assert zone_id in snapshots.current.zones
+        assert snapshots.current.firewalls == {}
     finally:
         follower.cancel()
         with pytest.raises(asyncio.CancelledError):

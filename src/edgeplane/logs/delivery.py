@@ -5,8 +5,9 @@ Guarantees (docs/log-store.md): at least once. A batch is uploaded under one obj
 only after the destination confirmed it are the job's cursors saved, so a crash or an outage re-reads the batch in
 flight and nothing before it. A batch is flushed when the first of ``max_upload_records``, ``max_upload_bytes``
 (of formatted output) and ``max_upload_interval_seconds`` is reached; an empty one is not uploaded. Failed uploads
-are retried with a capped exponential backoff; the job's ``last_complete``, ``last_error`` and ``error_message``
-say what happened. The records of every edge worker's store (partition) are read; cursors are per partition.
+are retried with an exponential backoff capped at ``logs.upload_retry_max_seconds``; the job's ``last_complete``,
+``last_error`` and ``error_message`` say what happened. The records of every edge worker's store (partition) are
+read; cursors are per partition.
 
 Records stored in columns (``edgeplane.logs.record_columns``) are selected a block at a time: the zone check and the
 filter are vectorised over the block (``edgeplane.logs.filter_columns``), and only the records kept, and only the
@@ -65,7 +66,7 @@ _READ_RECORDS = 20_000
 _READ_BYTES = 64 << 20  # a bound that lets a read take _READ_RECORDS records of any usual size
 _IDLE_SECONDS = 0.2
 _BACKOFF_FIRST = 1.0
-_BACKOFF_MAX = 60.0
+BACKOFF_MAX_SECONDS = 60.0  # the default of ``logs.upload_retry_max_seconds``
 # The most formatted output a batch holds in memory, whatever max_upload_bytes allows (up to 1 GB): a batch is
 # flushed at this size at the latest, so each running job holds at most about this much.
 MAX_BATCH_BYTES = 100 << 20
@@ -174,12 +175,19 @@ class JobDelivery:
     """Delivers one job until cancelled."""
 
     def __init__(
-        self, plan: JobPlan, partitions: Sequence[LogStore], destination: Destination, status: JobStatus
+        self,
+        plan: JobPlan,
+        partitions: Sequence[LogStore],
+        destination: Destination,
+        status: JobStatus,
+        *,
+        retry_max_seconds: float = BACKOFF_MAX_SECONDS,
     ) -> None:
         self.plan = plan
         self.partitions = list(partitions)
         self.destination = destination
         self.status = status
+        self.retry_max_seconds = retry_max_seconds
         self._label = str(plan.job_id)
         self._failing = False
 
@@ -284,7 +292,8 @@ class JobDelivery:
         content: dict[str, Any] = (
             {"content_type": "application/x-ndjson", "content_encoding": "gzip"} if over_https else {}
         )
-        pause = _BACKOFF_FIRST
+        longest = self.retry_max_seconds
+        pause = min(_BACKOFF_FIRST, longest)
         while True:
             try:
                 await self.destination.put(name, body, **content)
@@ -296,8 +305,8 @@ class JobDelivery:
                 self._failing = True
                 await asyncio.to_thread(self.status.failed, plan.job_id, datetime.now(UTC), message)
                 slow = 4 if isinstance(error, DestinationRejected) else 1
-                await asyncio.sleep(min(_BACKOFF_MAX, pause * slow) * random.uniform(0.8, 1.2))
-                pause = min(_BACKOFF_MAX, pause * 2)
+                await asyncio.sleep(min(longest, pause * slow) * random.uniform(0.8, 1.2))
+                pause = min(longest, pause * 2)
                 continue
             break
         if self._failing:
@@ -349,7 +358,8 @@ def _runs(parts: list[pa.RecordBatch | list[bytes]]) -> list[tuple[pa.RecordBatc
 
 class DeliveryService:
     """Runs one ``JobDelivery`` per enabled job of the current snapshot, restarting it when the job changes. Each
-    job's destination is held to ``policy`` (the operator's, from the settings)."""
+    job's destination is held to ``policy`` (the operator's, from the settings); a failed upload is tried again
+    after at most ``retry_max_seconds``."""
 
     def __init__(
         self,
@@ -358,9 +368,11 @@ class DeliveryService:
         *,
         policy: DestinationPolicy,
         destination_factory: Callable[[str], Destination] | None = None,
+        retry_max_seconds: float = BACKOFF_MAX_SECONDS,
     ) -> None:
         self._partitions = partitions
         self._status = status
+        self._retry_max_seconds = retry_max_seconds
         self._destination = destination_factory or (
             lambda conf: open_destination(parse_destination_conf(conf), policy=policy)
         )
@@ -389,7 +401,9 @@ class DeliveryService:
                 log.error("cannot run Logpush job", job=job_id, error=str(error))
                 self._status.failed(job_id, datetime.now(UTC), f"cannot run the job: {error}")
                 continue
-            delivery = JobDelivery(plan, self._partitions(), destination, self._status)
+            delivery = JobDelivery(
+                plan, self._partitions(), destination, self._status, retry_max_seconds=self._retry_max_seconds
+            )
             self._running[job_id] = (job, asyncio.create_task(delivery.run(), name=f"logpush-{job_id}"))
 
     async def stop(self) -> None:

@@ -75,15 +75,19 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     database = Database(database_url)
-    snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
-    follower = asyncio.create_task(follow_configuration(database, snapshots))
+    # Delivery evaluates no firewall: its snapshots are read without them.
+    snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database, firewalls=False))
+    follower = asyncio.create_task(follow_configuration(database, snapshots, firewalls=False))
     stores = await asyncio.to_thread(open_partition_stores, settings, workers)
     intake = journal_intake(settings, stores)
     partitions = [
         SegmentedLogStore(partition_directory(settings.data_dir, worker), writable=False) for worker in stores
     ]
     service = DeliveryService(
-        lambda: partitions, DatabaseJobStatus(database), policy=DestinationPolicy.from_settings(settings)
+        lambda: partitions,
+        DatabaseJobStatus(database),
+        policy=DestinationPolicy.from_settings(settings),
+        retry_max_seconds=settings.logs.upload_retry_max_seconds,
     )
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -5,7 +5,8 @@ Each zone served by a web3 hostname has its compiled firewall (``edgeplane.waf.f
 zone's entrypoint rules of the custom and managed firewall phases, the account's custom rulesets they execute, and
 the previous WAF while it runs. Compiled firewalls are cached by their configuration, so a reload recompiles only
 the zones whose rules changed. A zone whose firewall cannot be built (the database refused a read) runs without one
-and the failure is logged: the rest of the configuration still reloads.
+and the failure is logged: the rest of the configuration still reloads. A process that evaluates no firewall (the
+delivery process) reads snapshots without them: compiling the OWASP Core Ruleset is seconds of CPU.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ class ConfigSnapshot:
         return self.firewalls.get(zone_id)
 
 
-def build_snapshot(session: Session) -> ConfigSnapshot:
-    """Reads the configuration the data plane needs."""
+def build_snapshot(session: Session, *, firewalls: bool = True) -> ConfigSnapshot:
+    """Reads the configuration the data plane needs; without ``firewalls``, the snapshot has none."""
     version_row = session.get(ConfigVersion, 1)
     zones = {zone.id: zone for zone in session.scalars(select(Zone)).all()}
     hostnames: dict[str, ZoneRoute] = {}
@@ -97,17 +98,18 @@ def build_snapshot(session: Session) -> ConfigSnapshot:
         for job in session.scalars(select(LogpushJob).order_by(LogpushJob.id)).all()
     )
     routes = {zone.id: ZoneRoute(zone.id, zone.name, zone.account_id, zone.plan) for zone in zones.values()}
-    firewalls: dict[str, Firewall] = {}
-    for route in {route.zone_id: route for route in hostnames.values()}.values():
-        firewall = _zone_firewall(session, route)
-        if firewall is not None and not firewall.empty:
-            firewalls[route.zone_id] = firewall
+    compiled: dict[str, Firewall] = {}
+    if firewalls:
+        for route in {route.zone_id: route for route in hostnames.values()}.values():
+            firewall = _zone_firewall(session, route)
+            if firewall is not None and not firewall.empty:
+                compiled[route.zone_id] = firewall
     return ConfigSnapshot(
         version=version_row.version if version_row else 0,
         zones=routes,
         web3_hostnames=hostnames,
         logpush_jobs=jobs,
-        firewalls=firewalls,
+        firewalls=compiled,
     )
 
 
@@ -187,14 +189,15 @@ def read_config_version(session: Session) -> int:
     return row.version if row else 0
 
 
-def read_snapshot(database: Database) -> ConfigSnapshot:
-    """The current configuration snapshot."""
+def read_snapshot(database: Database, *, firewalls: bool = True) -> ConfigSnapshot:
+    """The current configuration snapshot; without ``firewalls``, it has none."""
     with database.session() as session:
-        return build_snapshot(session)
+        return build_snapshot(session, firewalls=firewalls)
 
 
-async def follow_configuration(database: Database, snapshots: SnapshotHolder) -> None:
-    """Rebuilds the snapshot whenever the configuration version changes; runs until cancelled.
+async def follow_configuration(database: Database, snapshots: SnapshotHolder, *, firewalls: bool = True) -> None:
+    """Rebuilds the snapshot whenever the configuration version changes (with or without ``firewalls``, as
+    ``read_snapshot``); runs until cancelled.
 
     Every ``FOLLOW_INTERVAL_SECONDS`` it looks at the database's files (``Database.change_marker``, a ``stat``) and
     asks the database for the version only when they changed, or ``FOLLOW_QUERY_SECONDS`` after it last asked: a
@@ -216,6 +219,6 @@ async def follow_configuration(database: Database, snapshots: SnapshotHolder) ->
         try:
             version = await asyncio.to_thread(current_version)
             if version != snapshots.current.version:
-                snapshots.replace(await asyncio.to_thread(read_snapshot, database))
+                snapshots.replace(await asyncio.to_thread(read_snapshot, database, firewalls=firewalls))
         except Exception:  # the database may be briefly unavailable; keep serving the snapshot we have
             log.warning("could not read the configuration; keeping the current snapshot", exc_info=True)

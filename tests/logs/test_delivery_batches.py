@@ -1,0 +1,124 @@
+"""When a job's batches go: at once when full, at the job's interval with what they hold, and after a failed upload
+again within ``retry_max_seconds`` (``logs.upload_retry_max_seconds``). The end-to-end tests run the real service,
+where the interval is at least 30 s (the API's bound) and the retry pause grows to a minute; here both are short."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edgeplane.logs.delivery import JobDelivery, plan_job
+from edgeplane.logs.destinations import DestinationUnavailable
+from edgeplane.logs.log_store import SegmentedLogStore
+from edgeplane.store.snapshot import ConfigSnapshot, ZoneRoute
+
+HTTP = "http_requests"
+JOB_ID = 7
+SNAPSHOT = ConfigSnapshot(version=1, zones={"z1": ZoneRoute("z1", "example.com", "acct", "free")})
+
+
+class RecordingDestination:
+    """Keeps the records of each upload; fails the first ``failures`` uploads as an unreachable store would."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.uploads: list[list[bytes]] = []
+
+    async def put(self, object_name: str, body: bytes, **_: Any) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise DestinationUnavailable("the store is down")
+        self.uploads.append(gzip.decompress(body).splitlines())
+
+    async def close(self) -> None:
+        pass
+
+
+class RecordedStatus:
+    def __init__(self) -> None:
+        self.completions = 0
+        self.failures: list[str] = []
+
+    def completed(self, job_id: int, when: datetime) -> None:
+        self.completions += 1
+
+    def failed(self, job_id: int, when: datetime, message: str) -> None:
+        self.failures.append(message)
+
+
+def stored(directory: Path, count: int) -> SegmentedLogStore:
+    """A store holding ``count`` records of zone example.com, with the job's cursor at its start."""
+    with SegmentedLogStore(directory) as store:
+        store.append_rows(HTTP, [{"RayID": f"{index:016x}", "ZoneName": "example.com"} for index in range(count)])
+        store.flush()
+        store.save_cursor(HTTP, JOB_ID, 0)
+    return SegmentedLogStore(directory, writable=False)
+
+
+async def deliver_until(delivery: JobDelivery, done: Callable[[], bool], seconds: float) -> float:
+    """Runs ``delivery`` until ``done()``, at most ``seconds``; how long that took."""
+    started = time.monotonic()
+    task = asyncio.create_task(delivery.run())
+    try:
+        while not done():
+            assert time.monotonic() - started < seconds, "not delivered in time"
+            assert not task.done(), task.exception()
+            await asyncio.sleep(0.01)
+        return time.monotonic() - started
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def job(max_records: int, interval: float) -> dict[str, Any]:
+    # The API keeps max_upload_interval_seconds within 30..300; the plan takes any number.
+    return {
+        "id": JOB_ID,
+        "dataset": HTTP,
+        "account_id": "acct",
+        "zone_id": "z1",
+        "filter": None,
+        "output_options": {"field_names": ["RayID"]},
+        "destination_conf": "file:///tmp/unused",
+        "max_upload_records": max_records,
+        "max_upload_interval_seconds": interval,
+    }
+
+
+async def test_full_batches_go_at_once_and_the_rest_waits(tmp_path: Path) -> None:
+    destination = RecordingDestination()
+    with stored(tmp_path, 2500) as store:
+        delivery = JobDelivery(plan_job(job(1000, 3600), SNAPSHOT), [store], destination, RecordedStatus())  # type: ignore[arg-type]
+        await deliver_until(delivery, lambda: len(destination.uploads) == 2, seconds=30)
+        await asyncio.sleep(0.3)
+    assert [len(upload) for upload in destination.uploads] == [1000, 1000]
+
+
+async def test_a_batch_that_is_not_full_goes_at_the_interval(tmp_path: Path) -> None:
+    destination = RecordingDestination()
+    with stored(tmp_path, 200) as store:
+        delivery = JobDelivery(plan_job(job(1000, 0.5), SNAPSHOT), [store], destination, RecordedStatus())  # type: ignore[arg-type]
+        took = await deliver_until(delivery, lambda: bool(destination.uploads), seconds=30)
+    assert [len(upload) for upload in destination.uploads] == [200]
+    assert took >= 0.5
+
+
+async def test_a_failed_upload_is_tried_again_within_the_longest_pause(tmp_path: Path) -> None:
+    destination = RecordingDestination(failures=4)
+    status = RecordedStatus()
+    with stored(tmp_path, 1000) as store:
+        plan = plan_job(job(1000, 3600), SNAPSHOT)
+        delivery = JobDelivery(plan, [store], destination, status, retry_max_seconds=0.05)  # type: ignore[arg-type]
+        took = await deliver_until(delivery, lambda: status.completions > 0, seconds=30)
+    assert [len(upload) for upload in destination.uploads] == [1000]
+    assert status.failures == ["the store is down"] * 4
+    assert status.completions == 1
+    assert took < 1 + 2 + 4 + 8  # what the four pauses would have been, doubling from 1 s
