@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from edgeplane import __version__
+from edgeplane.listeners import bind_listener, join_listener
 from tests.support.edgeplane import EdgeplaneProcess
 
 
@@ -48,12 +49,13 @@ def test_first_start_writes_credentials_once_and_stops_cleanly(tmp_path: Path) -
 
 
 def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
-    with EdgeplaneProcess(tmp_path / "one") as running:
-        result = edgeplane(
-            "serve", "--data-dir", str(tmp_path / "two"), "--edge-port", str(running.edge_port), "--api-port", "0"
-        )
+    # The port held as a running edgeplane with two edge workers holds it (SO_REUSEPORT, which a second edgeplane
+    # of the same user could join): the sockets alone, not a whole service, whose start is all this would wait for.
+    with bind_listener("127.0.0.1", 0, share_port=True) as held, join_listener(held):
+        port = held.getsockname()[1]
+        result = edgeplane("serve", "--data-dir", str(tmp_path / "two"), "--edge-port", str(port), "--api-port", "0")
         assert result.returncode == 1
-        assert f"cannot listen on 127.0.0.1:{running.edge_port}" in result.stderr
+        assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
         assert "Traceback" not in result.stderr
 
 

@@ -268,11 +268,12 @@ def test_policy_applies_to_the_chain(devchain_edge: EdgeplaneProcess) -> None:
 def test_chain_persists_across_restarts(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     key = dev_accounts()[4].private_key
-    with EdgeplaneProcess(data_dir) as edge:
+    one_worker = ("--edge-workers", "1")  # three starts: each edge worker more is seconds of CPU, and not the subject
+    with EdgeplaneProcess(data_dir, extra_args=one_worker) as edge:
         tx_hash = rpc(edge.rpc_url(), "eth_sendRawTransaction", [sign(key, nonce=0)])["result"]
         head = rpc(edge.rpc_url(), "eth_blockNumber", [])["result"]
-    with EdgeplaneProcess(data_dir) as edge:
+    with EdgeplaneProcess(data_dir, extra_args=one_worker) as edge:
         assert rpc(edge.rpc_url(), "eth_blockNumber", [])["result"] == head
         assert rpc(edge.rpc_url(), "eth_getTransactionReceipt", [tx_hash])["result"]["status"] == "0x1"
-    with EdgeplaneProcess(data_dir, extra_args=("--fresh-chain",)) as edge:
+    with EdgeplaneProcess(data_dir, extra_args=(*one_worker, "--fresh-chain")) as edge:
         assert rpc(edge.rpc_url(), "eth_blockNumber", [])["result"] == "0x0"

@@ -21,6 +21,9 @@ from tests.support.seaweedfs import SeaweedS3
 pytestmark = pytest.mark.e2e
 BUCKET = "edgeplane-logs"
 BATCH = 1000
+# A failed upload is tried again at least every second: the end of an outage is seen at once, not after a pause that
+# has doubled to a minute meanwhile (the default; tests/logs/test_delivery_batches.py checks the backoff itself).
+RETRY_MAX_SECONDS = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +36,20 @@ def seaweed() -> Iterator[SeaweedS3]:
 
 def credentials(service: EdgeplaneProcess) -> dict[str, Any]:
     return service.credentials
+
+
+def configure(data_dir: Path) -> None:
+    """The settings of the service on ``data_dir``: destinations on loopback allowed (the store listens there), and
+    failed uploads tried again within ``RETRY_MAX_SECONDS``."""
+    allow_loopback_destinations(data_dir)
+    with (data_dir / "edgeplane.toml").open("a", encoding="utf-8") as settings:
+        settings.write(f"[logs]\nupload_retry_max_seconds = {RETRY_MAX_SECONDS}\n")
+
+
+def job_error(service: EdgeplaneProcess, job_id: int) -> str | None:
+    """The job's ``error_message``: why its last upload failed, if one failed."""
+    message: str | None = service.v4("GET", f"/zones/{{zone}}/logpush/jobs/{job_id}")["error_message"]
+    return message
 
 
 def create_job(service: EdgeplaneProcess, seaweed: SeaweedS3, prefix: str) -> int:
@@ -98,7 +115,7 @@ def wait_for(seaweed: SeaweedS3, prefix: str, expected: set[str], timeout: float
 
 
 def test_records_reach_s3(seaweed: SeaweedS3, tmp_path: Path) -> None:
-    allow_loopback_destinations(tmp_path / "data")  # the store listens on loopback
+    configure(tmp_path / "data")
     with EdgeplaneProcess(tmp_path / "data") as service:
         create_job(service, seaweed, "plain")
         accepted = send(service, 2 * BATCH)
@@ -108,15 +125,19 @@ def test_records_reach_s3(seaweed: SeaweedS3, tmp_path: Path) -> None:
 
 
 def test_store_outage(seaweed: SeaweedS3, tmp_path: Path) -> None:
-    allow_loopback_destinations(tmp_path / "data")
+    configure(tmp_path / "data")
     with EdgeplaneProcess(tmp_path / "data") as service:
-        create_job(service, seaweed, "outage")
+        job_id = create_job(service, seaweed, "outage")
         accepted = send(service, BATCH)
         wait_for(seaweed, "outage", accepted)
+        assert job_error(service, job_id) is None
         seaweed.stop()
         try:
             accepted |= send(service, 3 * BATCH)  # three batches' worth while the store is down
-            time.sleep(5)
+            deadline = time.monotonic() + 60
+            while job_error(service, job_id) is None:  # uploads are tried, and fail
+                assert time.monotonic() < deadline, "no upload failed while the store was down"
+                time.sleep(0.2)
         finally:
             seaweed.start()
         accepted |= send(service, BATCH)
@@ -128,7 +149,7 @@ def test_store_outage(seaweed: SeaweedS3, tmp_path: Path) -> None:
 
 def test_kill_mid_batch(seaweed: SeaweedS3, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    allow_loopback_destinations(data_dir)
+    configure(data_dir)
     service = EdgeplaneProcess(data_dir).start()
     try:
         create_job(service, seaweed, "kill")
@@ -139,7 +160,8 @@ def test_kill_mid_batch(seaweed: SeaweedS3, tmp_path: Path) -> None:
     restarted = EdgeplaneProcess(data_dir)
     restarted.edge_port, restarted.api_port = service.edge_port, service.api_port
     with restarted:
-        accepted |= send(restarted, BATCH)
+        # The rest of the batch in flight: whole batches, which go at once, not at the end of the job's interval.
+        accepted |= send(restarted, BATCH // 2)
         seen = wait_for(seaweed, "kill", accepted, timeout=120)
     assert set(seen) == accepted
     duplicates = sum(count - 1 for count in seen.values())
