@@ -1,10 +1,12 @@
 """The SecLang engine (``edgeplane.seclang``) with the OWASP Core Rule Set 3.3.4 against ModSecurity v3 with the same
 rules: CPU per request at each paranoia level, in the same run.
 
-Three request mixes:
+Four request mixes:
 
 - ``benign``: the benign mix of the WAF benchmark (``bench/waf_requests.py``: JSON-RPC POSTs to ``/v1/mainnet`` from
-  web3.py, ethers, viem and curl, batches, a few GETs);
+  web3.py, ethers, viem and curl, batches, a few GETs), the same requests in every pass;
+- ``benign-fresh``: requests of the same kinds, other ones in every round (new addresses, calldata, ids), timed on
+  their first pass: what a gateway sees, where the values of JSON-RPC parameters seldom come twice;
 - ``corpus``: the requests of CRS 3.3.4's own regression suite, read in place from
   ``../shared/waf/crs-regression-3.3.4.json`` (skipped when it is absent), every ``--corpus-step``-th case; cases the
   web server would refuse or rewrite before any rule runs (a bare CR or LF in a header, a chunked body) are left out.
@@ -59,7 +61,7 @@ from edgeplane.seclang import HttpRequest, RuleEngine, load_crs  # noqa: E402
 CRS_RULES: Final = Path("/usr/share/modsecurity-crs/rules")
 CORPUS: Final = REPO_ROOT.parent / "shared" / "waf" / "crs-regression-3.3.4.json"
 PARANOIA_LEVELS: Final = (1, 2, 3, 4)
-MIXES: Final = ("benign", "corpus", "corpus-cold")
+MIXES: Final = ("benign", "benign-fresh", "corpus", "corpus-cold")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,7 @@ class Mix:
     ours: list[HttpRequest]
     theirs: list[BenchRequest]
     cold: bool = False  # each round on a freshly compiled engine: nothing of these requests remembered
+    fresh: list[tuple[list[HttpRequest], list[BenchRequest]]] | None = None  # other requests in each round
 
 
 def benign_mix(count: int) -> Mix:
@@ -163,6 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     mixes: list[Mix] = []
     benign = benign_mix(args.benign)
     for name in args.mix or MIXES:
+        if name == "benign-fresh":
+            # The same kinds of calls with other addresses, data and ids in every round: new values, as on a gateway.
+            many = benign_mix(args.benign * (args.rounds + 2))
+            size = args.benign
+            slices = [(many.ours[i : i + size], many.theirs[i : i + size]) for i in range(size, len(many.ours), size)]
+            mixes.append(Mix(name, many.ours[:size], many.theirs[:size], fresh=slices))
+            continue
         mix = benign if name == "benign" else corpus_mix(CORPUS, args.corpus_step)
         if mix is None:
             print(f"{name}: {CORPUS} is absent, skipped")
@@ -193,15 +203,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for round_ in range(args.rounds):
                     order = [0, 1] if round_ % 2 else [1, 0]
                     mine = other = 0.0
+                    ours_requests, theirs_requests = mix.fresh[round_] if mix.fresh else (mix.ours, mix.theirs)
+                    repeat = 1 if mix.fresh else args.repeat
                     for which in order:
                         if which == 0 and mix.cold:
                             fresh = edgeplane_runner(load_crs(CRS_RULES), level)
                             fresh(benign.ours[:20])  # builds what is built on first use at this level
                             mine = cpu_per_request(fresh, mix.ours, 1)
                         elif which == 0:
-                            mine = cpu_per_request(ours, mix.ours, args.repeat)
+                            mine = cpu_per_request(ours, ours_requests, repeat)
                         elif theirs is not None:
-                            other = cpu_per_request(theirs, mix.theirs, args.repeat)
+                            other = cpu_per_request(theirs, theirs_requests, repeat)
                     our_times.append(mine)
                     if theirs is not None:
                         their_times.append(other)

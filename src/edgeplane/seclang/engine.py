@@ -220,6 +220,8 @@ class _Rule:
     # Of a chain starter whose evaluation is a function of a few variables it names (see _Segment): those
     # variables; None otherwise.
     pure_reads: tuple[_Read, ...] | None = None
+    # Whether a match of this link may write a member of TX, IP... that a segment reads (see RuleEngine._state).
+    touches_state: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +290,7 @@ class _Outcome:
     stopped: bool
     interrupted_by: int | None
     exit: int
-    serial: int  # never the same for two outcomes: what the collections' state became after it
+    effect: int  # the number of what it wrote (the same writes, the same number): the state after it follows
 
 
 class _WriteLog(dict[str, bytes]):
@@ -425,16 +427,65 @@ class _Phase:
 _NO_PHASE = _Phase((), {}, None, False)
 
 
+class _Relevance:
+    """Which members of TX, IP... segments read: those named (``TX:x``, ``%{tx.x}``, a setvar adding to ``tx.x``)
+    and those a key regex of theirs selects. Other members cannot change what a segment does, so the number of the
+    collections' state (RuleEngine._state) leaves them out, and a rule that writes only such members keeps it."""
+
+    def __init__(self, reads: Iterable[_Read]) -> None:
+        self.members: frozenset[tuple[str, str]] = frozenset(
+            (collection, name) for kind, collection, name, _ in reads if kind == _TX_MEMBER and name is not None
+        )
+        self.selectors = tuple(
+            (collection, selector)
+            for kind, collection, _, selector in dict.fromkeys(reads)
+            if kind in (_REQUEST_PAIRS, _COUNT) and collection in _PER_REQUEST_COLLECTIONS and selector is not None
+        )
+
+    def relevant(self, collection: str, name: str) -> bool:
+        if (collection, name) in self.members:
+            return True
+        return any(
+            selector_collection == collection and selector.regex_text is not None and selector.regex_text(name)
+            for selector_collection, selector in self.selectors
+        )
+
+    def touched_by(self, link: _Rule) -> bool:
+        """Whether a match of ``link`` may write a relevant member: a capture (TX:0-9), or a setvar whose name is
+        built at run time or is a relevant member."""
+        actions = link.actions
+        if actions.capture and any(self.relevant("TX", str(digit)) for digit in range(10)):
+            return True
+        for setvar in actions.setvars:
+            if not setvar.name.is_constant:
+                return True
+            name = b"".join(part for part in setvar.name.parts if isinstance(part, bytes)).decode("latin-1").lower()
+            if self.relevant(setvar.collection, name):
+                return True
+        return False
+
+
 class RuleEngine:
     """Compiled rules, ready to evaluate requests; safe to share. Its only state after :func:`compile_rules` is a
     bounded cache of operators compiled for the expansions of macro arguments (``@within %{tx.allowed_methods}``)."""
 
     def __init__(self, phases: Mapping[int, _Phase], data_dir: Path) -> None:
         self._phases = dict(phases)
+        _walk_rules_reading_distinct_values([rule for phase in self._phases.values() for rule in phase.rules])
+        self._relevance = _Relevance(
+            [read for phase in self._phases.values() for rule in phase.rules for read in rule.pure_reads or ()]
+        )
+        for phase in self._phases.values():
+            for rule in phase.rules:
+                link: _Rule | None = rule
+                while link is not None:
+                    link.touches_state = self._relevance.touched_by(link)
+                    link = link.chained
         self._data_dir = data_dir
         self._dynamic_operators: dict[tuple[str, str], Operator] = {}
-        # States of the TX, IP... collections, numbered: by the TX a request starts with, then by (state, segment
-        # outcome) as segments are walked. Numbers are never reused, so forgetting the table only costs speed.
+        # States of the TX, IP... collections, numbered: by the TX a request starts with, then by (state, what a
+        # segment wrote) as segments are walked (and the writes themselves, numbered the same way). Numbers are
+        # never reused, so forgetting the table only costs speed.
         self._states: dict[object, int] = {}
         self._serials = itertools.count(1)
 
@@ -471,7 +522,12 @@ class RuleEngine:
         transaction.disabled = disabled
         for name, value in (tx or {}).items():
             transaction.collections["TX"][name.lower()] = value.encode("utf-8") if isinstance(value, str) else value
-        transaction.state = self._state(tuple(sorted(transaction.collections["TX"].items())))
+        relevant = self._relevance.relevant
+        transaction.state = self._state(
+            tuple(
+                sorted((name, value) for name, value in transaction.collections["TX"].items() if relevant("TX", name))
+            )
+        )
         for phase in (1, 2):
             if transaction.mode == "Off" or transaction.stopped:
                 break
@@ -589,7 +645,6 @@ _SCALARS = frozenset(
         "REQUEST_FILENAME",
         "REQUEST_BASENAME",
         "QUERY_STRING",
-        "REMOTE_ADDR",
         "REQBODY_PROCESSOR",
         "REQBODY_ERROR",
         "REQUEST_BODY_LENGTH",
@@ -599,11 +654,11 @@ _SCALARS = frozenset(
 )
 
 
-# Request collections whose members recur from request to request (headers, cookies, argument names), which a
-# pure rule may read whole: a segment keyed by them is found again. Argument values and bodies are not.
+# Request collections whose members recur from request to request (header names, cookies, argument names), which a
+# pure rule may read whole: a segment keyed by them is found again. Argument values and bodies are not, nor all the
+# headers (Content-Length changes with the body).
 _RECURRING = frozenset(
     {
-        "REQUEST_HEADERS",
         "REQUEST_HEADERS_NAMES",
         "REQUEST_COOKIES",
         "REQUEST_COOKIES_NAMES",
@@ -623,6 +678,47 @@ def _member(literal: bytes) -> _Selector:
     if selector is None:
         selector = _MEMBERS[literal] = _Selector(literal, None, literal.decode("latin-1"))
     return selector
+
+
+# Request values that differ from client to client or request to request: a segment keyed by one would seldom be
+# found again, so rules reading them are walked.
+_DISTINCT = frozenset({"REMOTE_ADDR", "UNIQUE_ID", "DURATION", "REQUEST_BODY_LENGTH"})
+_DISTINCT_MEMBERS = frozenset({("REQUEST_HEADERS", b"content-length")})
+
+
+def _walk_rules_reading_distinct_values(rules: Sequence[_Rule]) -> None:
+    """Take the segments' reads away from rules that read a TX, IP... member set from a distinct value
+    (``setvar:tx.real_ip=%{remote_addr}``), directly or through other members: those are walked."""
+    tainted: set[tuple[str, str]] = set()
+    links: list[_Rule] = []
+    for rule in rules:
+        link: _Rule | None = rule
+        while link is not None:
+            links.append(link)
+            link = link.chained
+    changed = True
+    while changed:
+        changed = False
+        for link in links:
+            for setvar in link.actions.setvars:
+                if not setvar.name.is_constant:
+                    continue
+                name = b"".join(part for part in setvar.name.parts if isinstance(part, bytes)).decode("latin-1")
+                member = (setvar.collection, name.lower())
+                if member in tainted:
+                    continue
+                for part in setvar.value.parts:
+                    if isinstance(part, bytes):
+                        continue
+                    collection, key = part
+                    if collection in _DISTINCT or (collection, (key or "").lower()) in tainted:
+                        tainted.add(member)
+                        changed = True
+                        break
+    for rule in rules:
+        reads = rule.pure_reads
+        if reads and any(kind == _TX_MEMBER and (collection, name) in tainted for kind, collection, name, _ in reads):
+            rule.pure_reads = None
 
 
 def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
@@ -656,6 +752,8 @@ def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
                 else:  # the members a key regex selects when the segment starts
                     reads.append((_REQUEST_PAIRS, target.collection, None, selector))
             elif selector is not None and selector.literal is not None:
+                if (target.collection, selector.literal) in _DISTINCT_MEMBERS:
+                    return None
                 reads.append((_REQUEST_PAIRS, target.collection, None, _member(selector.literal)))
             elif target.collection in _SCALARS | _RECURRING:
                 reads.append((_REQUEST_PAIRS, target.collection, None, selector))
@@ -672,6 +770,8 @@ def _pure_reads(rule: _Rule) -> tuple[_Read, ...] | None:
                     if key is None:
                         return None
                     reads.append((_TX_MEMBER, collection, key.lower(), None))
+                elif collection in _DISTINCT:
+                    return None
                 elif key is not None or collection in _SCALARS:
                     reads.append((_MACRO, collection, key, None))
                 else:
@@ -1115,6 +1215,15 @@ class _Transaction:
         final: dict[str, dict[str, bytes | None]] = {}
         for name, member, value in writes:
             final.setdefault(name, {})[member] = value
+        relevant = self.engine._relevance.relevant
+        effect = tuple(
+            sorted(
+                (name, member, value)
+                for name, members in final.items()
+                for member, value in members.items()
+                if relevant(name, member)
+            )
+        )
         outcome = _Outcome(
             tuple(
                 (name, {member: value for member, value in members.items() if value is not None})
@@ -1128,10 +1237,10 @@ class _Transaction:
             self.stopped,
             self.interrupted_by,
             leave_at,
-            next(self.engine._serials),
+            self.engine._state(("effect", effect)),
         )
         segment.remember(key, outcome)
-        self.state = self.engine._state((state, outcome.serial)) if state is not None else None
+        self.state = self.engine._state((state, outcome.effect)) if state is not None else None
 
     def _replay(self, outcome: _Outcome) -> None:
         collections = self.collections
@@ -1143,7 +1252,7 @@ class _Transaction:
                 store.pop(member, None)
         self.matches.extend(outcome.matches)
         if self.state is not None:
-            self.state = self.engine._state((self.state, outcome.serial))
+            self.state = self.engine._state((self.state, outcome.effect))
         if outcome.stopped:
             self.stopped = True
             self.interrupted_by = outcome.interrupted_by
@@ -1192,7 +1301,7 @@ class _Transaction:
     def _evaluate(self, rule: _Rule) -> bool:
         """Evaluate a link and, when it matched, the rest of its chain; run the post-match actions on success."""
         if rule.unconditional:
-            if rule.actions.setvars:
+            if rule.actions.setvars and rule.touches_state:
                 self.state = None
             for setvar in rule.actions.setvars:
                 setvar.apply(self.collections, self)
@@ -1226,7 +1335,8 @@ class _Transaction:
                 if (captures is not None) == negated:
                     continue
                 matched = True
-                self.state = None  # captures and setvars write TX, IP...: their state is no longer known
+                if rule.touches_state:
+                    self.state = None  # its captures or setvars write what segments read: the state is unknown
                 if capture and captures is not None and not negated:
                     tx = self.collections["TX"]
                     for index, captured in enumerate(captures[:10]):
