@@ -168,8 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.mix or MIXES:
         if name == "benign-fresh":
             # The same kinds of calls with other addresses, data and ids in every round: new values, as on a gateway.
-            many = benign_mix(args.benign * (args.rounds + 2))
             size = args.benign
+            many = benign_mix(size * (args.rounds * len(levels) + 1))
             slices = [(many.ours[i : i + size], many.theirs[i : i + size]) for i in range(size, len(many.ours), size)]
             mixes.append(Mix(name, many.ours[:size], many.theirs[:size], fresh=slices))
             continue
@@ -203,7 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for round_ in range(args.rounds):
                     order = [0, 1] if round_ % 2 else [1, 0]
                     mine = other = 0.0
-                    ours_requests, theirs_requests = mix.fresh[round_] if mix.fresh else (mix.ours, mix.theirs)
+                    # benign-fresh: a slice of its own for each round at each level
+                    fresh_slice = levels.index(level) * args.rounds + round_
+                    ours_requests, theirs_requests = mix.fresh[fresh_slice] if mix.fresh else (mix.ours, mix.theirs)
                     repeat = 1 if mix.fresh else args.repeat
                     for which in order:
                         if which == 0 and mix.cold:

@@ -172,13 +172,14 @@ class _PipelineSet:
 class _Readers:
     """The rules that read one kind of value (a source's member) and what a value hits among them."""
 
-    __slots__ = ("_memo", "indexes", "sets")
+    __slots__ = ("_all", "_memo", "indexes", "sets")
 
     def __init__(self, indexes: frozenset[int], sets: Sequence[_PipelineSet]) -> None:
         self.indexes = indexes
         self.sets = tuple(
             pattern_set for pattern_set in sets if any(index in indexes for index, _ in pattern_set.rules)
         )
+        self._all: _PipelineSet | None = None
         self._memo: BoundedMemo[bytes, frozenset[int]] = BoundedMemo(
             self._slots, max_entries=_MEMO_MAX_ENTRIES, max_length=_MEMO_MAX_LENGTH
         )
@@ -187,16 +188,29 @@ class _Readers:
         return self._memo(value)
 
     def _slots(self, value: bytes) -> frozenset[int]:
+        produced_by: dict[bytes, list[_PipelineSet]] = {}
+        for pattern_set in self.sets:
+            for output in pattern_set.pipeline(value):
+                produced_by.setdefault(output, []).append(pattern_set)
         slots: set[int] = set()
         indexes = self.indexes
-        for pattern_set in self.sets:
-            rules = pattern_set.rules
-            for output in pattern_set.pipeline(value):
+        for output, sets in produced_by.items():
+            # A plain value (hex, a method name) comes out of every pipeline as it went in: the patterns of all of
+            # them are searched in one pass of one set. Other outputs go through their pipelines' own sets, whose
+            # automata stay small for texts never seen before.
+            searched = [self._every_pattern()] if len(sets) == len(self.sets) > 1 else sets
+            for pattern_set in searched:
+                rules = pattern_set.rules
                 for hit in pattern_set.patterns.hits(output):
                     index, rule = rules[hit]
                     if index in indexes:
                         slots.add(rule.slot)
         return frozenset(slots)
+
+    def _every_pattern(self) -> _PipelineSet:
+        if self._all is None:
+            self._all = _PipelineSet(self.sets[0].pipeline, [rule for each in self.sets for rule in each.rules])
+        return self._all
 
 
 class Prefilter:
