@@ -32,6 +32,17 @@ than v3: when the XML, JSON or multipart processor parsed the body, ``REQUEST_BO
 suite expects them to ignore). Operators that need a GeoIP database or DNS (``@geoLookup``, ``@rbl``) never
 match: CRS gates them behind settings that are off by default.
 
+How the walk is kept cheap without changing what it does (``compile_rules(..., prefilter=False)`` keeps the plain
+walk, which the tests hold the fast one to):
+
+- a :class:`~edgeplane.seclang.prefilter.Prefilter` per phase passes over the pattern rules whose superset pattern
+  matches none of the values they read;
+- at the first paranoia level gate of a phase the walk switches to a program built for the value of
+  ``TX:executing_paranoia_level`` (no gates, no rules they skip), back to the full one when a ``ctl`` removes rules;
+- runs of rules whose evaluation is a function of a few named variables (CRS's initialisation, its exclusion package
+  switches, header checks, scoring) are remembered as segments by those values, and replayed in one step;
+- transformations, costly operators and key regexes remember their answers across requests (bounded).
+
 Written by hand: no Python library evaluates SecLang; libmodsecurity is C++ and Coraza is Go.
 """
 
