@@ -56,11 +56,8 @@ def test_sdk_reads_the_default_deployment_and_the_managed_rulesets(cf: Cloudflar
     assert {MANAGED_RULESET_ID, OWASP_RULESET_ID} <= {ruleset.id for ruleset in listed}
     entrypoint = cf.rulesets.phases.get(MANAGED, zone_id=zone_id)
     assert entrypoint.kind == "zone"
-    owasp = as_dict(entrypoint.rules[1])
-    assert owasp["action_parameters"]["id"] == OWASP_RULESET_ID
-    assert owasp["action_parameters"]["overrides"]["rules"] == [
-        {"id": OWASP_SCORE_RULE_ID, "action": "log", "score_threshold": 40}
-    ]
+    (managed_rule,) = entrypoint.rules
+    assert as_dict(managed_rule)["action_parameters"]["id"] == MANAGED_RULESET_ID
     managed = cf.rulesets.get(OWASP_RULESET_ID, zone_id=zone_id)
     assert managed.kind == "managed"
     assert any(rule.id == OWASP_SCORE_RULE_ID for rule in managed.rules)

@@ -15,7 +15,6 @@ from starlette.testclient import TestClient
 from edgeplane.api.asgi import build_api_app
 from edgeplane.api.endpoint import ControlPlane
 from edgeplane.api.ruleset_validation import RULESET_UNAVAILABLE
-from edgeplane.api.rulesets import default_managed_rules
 from edgeplane.bootstrap import ensure_bootstrap
 from edgeplane.logs.destinations import DestinationPolicy
 from edgeplane.rules import RequestFields
@@ -150,7 +149,6 @@ def no_crs(tmp_path: Path) -> Iterator[None]:
 @pytest.mark.usefixtures("no_crs")
 def test_without_the_crs_the_catalogue_has_the_managed_ruleset_only() -> None:
     assert set(load_catalogue()) == {MANAGED_RULESET_ID}
-    assert [rule["action_parameters"]["id"] for rule in default_managed_rules()] == [MANAGED_RULESET_ID]
 
 
 @pytest.mark.usefixtures("no_crs")

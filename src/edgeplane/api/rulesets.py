@@ -46,12 +46,9 @@ from edgeplane.store.ruleset_models import Ruleset, RulesetVersion, find_entrypo
 from edgeplane.waf.catalogue import (
     MANAGED_PHASE,
     MANAGED_RULESET_ID,
-    OWASP_RULESET_ID,
-    OWASP_SCORE_RULE_ID,
     ManagedRuleset,
     load_catalogue,
 )
-from edgeplane.waf.core_ruleset import crs_installed
 
 DEFAULT_ENTRYPOINT_NAME = "default"
 DEFAULT_PER_PAGE = 50
@@ -582,34 +579,16 @@ def _version(request: ApiRequest, ruleset: Ruleset) -> RulesetVersion:
 
 def default_managed_rules() -> list[dict[str, Any]]:
     """The rules a new zone's ``http_request_firewall_managed`` entrypoint starts with, as a client would send them
-    (no ids): execute the Managed Ruleset with its default actions, and the OWASP Core Ruleset at paranoia level 1
-    whose score rule only logs, at the medium threshold (40), when the OWASP Core Rule Set is installed."""
-    paranoia_above_1 = [{"category": f"paranoia-level-{level}", "enabled": False} for level in (2, 3, 4)]
-    managed = {
-        "action": "execute",
-        "expression": "true",
-        "description": "Cloudflare Managed Ruleset",
-        "enabled": True,
-        "action_parameters": {"id": MANAGED_RULESET_ID, "version": "latest"},
-    }
-    if not crs_installed():
-        return [managed]  # the OWASP Core Rule Set is not installed here (serve says so at start)
+    (no ids): execute the Managed Ruleset with its default actions. The OWASP Core Ruleset is deployed by choice
+    (``docs/rulesets.md``, "The default deployment")."""
     return [
-        managed,
         {
             "action": "execute",
             "expression": "true",
-            "description": "Cloudflare OWASP Core Ruleset (paranoia level 1, score threshold 40, log)",
+            "description": "Cloudflare Managed Ruleset",
             "enabled": True,
-            "action_parameters": {
-                "id": OWASP_RULESET_ID,
-                "version": "latest",
-                "overrides": {
-                    "categories": paranoia_above_1,
-                    "rules": [{"id": OWASP_SCORE_RULE_ID, "action": "log", "score_threshold": 40}],
-                },
-            },
-        },
+            "action_parameters": {"id": MANAGED_RULESET_ID, "version": "latest"},
+        }
     ]
 
 
