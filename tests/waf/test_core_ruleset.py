@@ -5,6 +5,8 @@ and a machine without the CRS (the catalogue leaves the ruleset out, the API ref
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,3 +198,19 @@ def test_without_the_crs_the_previous_owasp_package_is_empty() -> None:
         assert packages[MANAGED_PACKAGE_ID].rules
     finally:
         load_previous_packages.cache_clear()
+
+
+def test_listing_the_core_ruleset_does_not_compile_the_crs() -> None:
+    # Compiling costs seconds of CPU: a process that only lists managed rulesets, or runs a zone without the OWASP
+    # Core Ruleset (the default deployment), never pays it.
+    script = (
+        "from edgeplane.waf import core_ruleset\n"
+        "from edgeplane.waf.catalogue import OWASP_RULESET_ID, load_catalogue\n"
+        "from edgeplane.waf.firewall import compile_firewall\n"
+        "from edgeplane.api.rulesets import default_managed_rules\n"
+        "assert OWASP_RULESET_ID in load_catalogue()\n"
+        "compile_firewall({'http_request_firewall_managed': default_managed_rules()})\n"
+        "print(core_ruleset.core_rule_set.cache_info().currsize)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "0"

@@ -143,7 +143,7 @@ def load_catalogue() -> Mapping[str, ManagedRuleset]:
             ruleset = _ruleset(entry.name, tomllib.loads(entry.read_text(encoding="utf-8")))
             rulesets[ruleset.id] = ruleset
     try:
-        rulesets[OWASP_RULESET_ID] = _owasp_ruleset(core_ruleset.core_rule_set())
+        rulesets[OWASP_RULESET_ID] = _owasp_ruleset(core_ruleset.read_crs())
     except CoreRuleSetUnavailable as unavailable:
         log.debug("the OWASP Core Ruleset is not available", reason=str(unavailable))  # serve warns at start
     return rulesets
@@ -161,7 +161,7 @@ def owasp_unavailable_reason() -> str | None:
     if OWASP_RULESET_ID in load_catalogue():
         return None
     try:
-        core_ruleset.core_rule_set()
+        core_ruleset.read_crs()
     except CoreRuleSetUnavailable as unavailable:
         return str(unavailable)
     return None
@@ -172,7 +172,7 @@ def core_rule_id(crs_id: int) -> str:
     return hashlib.md5(f"owasp-crs:{crs_id}".encode(), usedforsecurity=False).hexdigest()
 
 
-def _owasp_ruleset(compiled: core_ruleset.CoreRuleSet) -> ManagedRuleset:
+def _owasp_ruleset(compiled: core_ruleset.CrsRules) -> ManagedRuleset:
     rules = [_core_rule(rule) for rule in compiled.rules]
     score_rule = ManagedRule(
         id=OWASP_SCORE_RULE_ID,

@@ -2,7 +2,8 @@
 
 The content is the real CRS (3.3.4, as Debian's ``modsecurity-crs`` installs it in ``/usr/share/modsecurity-crs``;
 ``waf.crs_rules_dir`` names another directory), never a copy in this repository: its ``REQUEST-9*.conf`` files are
-compiled once per process (``core_rule_set()``) when a firewall or the Rulesets API first needs them. This module
+read once per process (``read_crs()``) when the Rulesets API or a firewall first lists them, and compiled
+(``core_rule_set()``) when a firewall first executes the OWASP Core Ruleset. This module
 knows CRS; the catalogue (``edgeplane.waf.catalogue``) gives it the Rulesets API's shape and the firewall
 (``edgeplane.waf.firewall``) runs it.
 
@@ -18,7 +19,7 @@ edgeplane's exclusion packages (``exclusions/*.conf`` beside this module, SecLan
 compiled with the CRS, after its initialisation file, as CRS's own application exclusion packages are: the JSON-RPC
 package keeps the protocol's normal traffic from scoring (docs/waf.md).
 
-Without the rule files, ``core_rule_set()`` raises ``CoreRuleSetUnavailable``.
+Without the rule files, ``read_crs()`` and ``core_rule_set()`` raise ``CoreRuleSetUnavailable``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,16 @@ class CrsRule:
 
 
 @dataclass(frozen=True, slots=True)
+class CrsRules:
+    """What the CRS files offer, read without compiling them: the rules that score, in file order, and the
+    version."""
+
+    rules: tuple[CrsRule, ...]
+    version: str
+    source: Path
+
+
+@dataclass(frozen=True, slots=True)
 class CoreRuleSet:
     """The compiled CRS: the engine and the rules that score, in file order."""
 
@@ -93,6 +104,7 @@ def use_rules_dir(path: Path) -> None:
     global _rules_dir
     if path != _rules_dir:
         _rules_dir = path
+        read_crs.cache_clear()
         core_rule_set.cache_clear()
 
 
@@ -107,26 +119,43 @@ def crs_installed() -> bool:
 
 
 @functools.cache
-def core_rule_set() -> CoreRuleSet:
-    """The CRS in ``rules_dir()``, compiled once per process. Raises ``CoreRuleSetUnavailable`` when the files are
-    missing or do not compile."""
+def read_crs() -> CrsRules:
+    """The rules that score of the CRS in ``rules_dir()``, read (not compiled) once per process: what the Rulesets
+    API lists. Raises ``CoreRuleSetUnavailable`` when the files are missing or do not parse."""
     source = _rules_dir
+    paths = _rule_files(source)
+    try:
+        rules = tuple(_scoring_rules(paths))
+    except (SecLangError, OSError) as error:
+        raise CoreRuleSetUnavailable(f"the OWASP Core Rule Set in {source} does not parse: {error}") from None
+    return CrsRules(rules=rules, version=_crs_version(paths), source=source)
+
+
+@functools.cache
+def core_rule_set() -> CoreRuleSet:
+    """The CRS in ``rules_dir()``, compiled once per process, when a firewall first executes the OWASP Core Ruleset
+    (a few seconds of CPU). Raises ``CoreRuleSetUnavailable`` when the files are missing or do not compile."""
+    listed = read_crs()
+    paths = _rule_files(listed.source)
+    initialisation = [path for path in paths if path.name.startswith("REQUEST-901-")]
+    detection = [path for path in paths if path not in initialisation]
+    try:
+        directives = load_rule_files([*initialisation, *EXCLUSION_FILES, *detection])
+        engine = compile_rules(directives, data_dir=listed.source)
+    except (SecLangError, OSError) as error:
+        raise CoreRuleSetUnavailable(f"the OWASP Core Rule Set in {listed.source} does not compile: {error}") from None
+    log.info("OWASP Core Rule Set compiled", rules=len(listed.rules), version=listed.version, source=str(listed.source))
+    return CoreRuleSet(engine=engine, rules=listed.rules, version=listed.version, source=listed.source)
+
+
+def _rule_files(source: Path) -> list[Path]:
     paths = sorted(source.glob("REQUEST-9*.conf"))
     if not paths:
         raise CoreRuleSetUnavailable(
             f"the OWASP Core Rule Set is not installed in {source} (install the modsecurity-crs package, or set "
             "waf.crs_rules_dir)"
         )
-    initialisation = [path for path in paths if path.name.startswith("REQUEST-901-")]
-    detection = [path for path in paths if path not in initialisation]
-    try:
-        engine = compile_rules(load_rule_files([*initialisation, *EXCLUSION_FILES, *detection]), data_dir=source)
-        rules = tuple(_scoring_rules(paths))
-    except (SecLangError, OSError) as error:
-        raise CoreRuleSetUnavailable(f"the OWASP Core Rule Set in {source} does not compile: {error}") from None
-    version = _crs_version(paths)
-    log.info("OWASP Core Rule Set compiled", rules=len(rules), version=version, source=str(source))
-    return CoreRuleSet(engine=engine, rules=rules, version=version, source=source)
+    return paths
 
 
 def seclang_request(fields: RequestFields) -> HttpRequest:

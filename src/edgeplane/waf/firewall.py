@@ -56,7 +56,7 @@ from edgeplane.waf.catalogue import (
     ManagedRuleset,
     load_catalogue,
 )
-from edgeplane.waf.core_ruleset import CoreRuleSet, core_rule_set
+from edgeplane.waf.core_ruleset import CoreRuleSet, CoreRuleSetUnavailable, core_rule_set
 from edgeplane.waf.errors import UnknownPhaseError
 from edgeplane.waf.multipattern import PatternIndex
 from edgeplane.waf.overrides import SCORE_ACTION, Overrides
@@ -569,7 +569,10 @@ class _Compiler:
             rule.score_threshold = effective.score_threshold
             ruleset.rules.append(rule)
         if core:
-            ruleset.core = _core_plan(core)
+            try:
+                ruleset.core = _core_plan(core)
+            except CoreRuleSetUnavailable as unavailable:
+                self._problem(f"{where}: {unavailable}")
         return ruleset
 
     def _core_rule(self, rule_id: str, ref: str, description: str, action: str, score: int) -> _Rule:
@@ -616,7 +619,8 @@ def _never(request: RequestFields) -> bool:
 
 
 def _core_plan(enabled: dict[int, _Rule]) -> _CorePlan:
-    """The CRS run for the enabled core rules: the highest paranoia level among them, the others removed."""
+    """The CRS run for the enabled core rules: the highest paranoia level among them, the others removed. Compiles
+    the CRS the first time (raises ``CoreRuleSetUnavailable`` when it does not compile)."""
     crs = core_rule_set()
     levels = {rule.crs_id: rule.paranoia_level for rule in crs.rules}
     level = max((levels.get(crs_id, 1) for crs_id in enabled), default=1)
