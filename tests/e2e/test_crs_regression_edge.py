@@ -41,6 +41,7 @@ CORPUS = Path(__file__).resolve().parents[3] / "shared" / "waf" / "crs-regressio
 KNOWN_FAILURES = Path(__file__).with_name("crs_edge_known_failures.toml")
 PASS_RATE_FLOOR = 0.99
 SENTINEL_PATH = "/edgeplane-crs-regression-sentinel"
+READY_PATH = "/edgeplane-crs-regression-ready"
 _ID = re.compile(r"(\d{6})")
 
 if not CORPUS.is_file() or OWASP_RULESET_ID not in load_catalogue():
@@ -113,7 +114,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeplaneProce
         process.v4(
             "PUT",
             "/zones/{zone}/rulesets/phases/http_request_firewall_custom/entrypoint",
-            json={"rules": [{"action": "log", "expression": f'http.request.uri.path eq "{SENTINEL_PATH}"'}]},
+            json={
+                "rules": [
+                    {"action": "log", "expression": f'http.request.uri.path eq "{SENTINEL_PATH}"'},
+                    {"action": "block", "expression": f'http.request.uri.path eq "{READY_PATH}"'},
+                ]
+            },
         )
         process.v4(
             "POST",
@@ -128,8 +134,20 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeplaneProce
                 "enabled": True,
             },
         )
-        time.sleep(1.0)  # past the workers' next configuration read
+        wait_until_deployed(process)
         yield process
+
+
+def wait_until_deployed(process: EdgeplaneProcess) -> None:
+    """Waits until the edge answers with the configuration written above: the custom phase's block of
+    ``READY_PATH`` is in the same snapshot as the managed phase written before it, and the worker compiles the CRS
+    (seconds) before it swaps the snapshot in."""
+    port = int(process.edge_url.rsplit(":", 1)[1])
+    probe = f"GET {READY_PATH} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+    deadline = time.monotonic() + 90
+    while send(port, probe)[0] != 403:
+        assert time.monotonic() < deadline, "the edge did not apply the deployment"
+        time.sleep(0.2)
 
 
 def read_events(directory: Path) -> list[dict[str, Any]]:
