@@ -17,7 +17,6 @@ through the Rulesets API. The corpus is read in place from ``../shared/waf`` and
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import re
@@ -33,34 +32,23 @@ from typing import Any
 import pytest
 
 from edgeplane.waf.catalogue import OWASP_RULESET_ID, OWASP_SCORE_RULE_ID, load_catalogue
+from tests.support import crs_corpus
 from tests.support.edgeplane import EdgeplaneProcess
 
 pytestmark = pytest.mark.e2e
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "waf" / "crs-regression-3.3.4.json"
 KNOWN_FAILURES = Path(__file__).with_name("crs_edge_known_failures.toml")
 PASS_RATE_FLOOR = 0.99
 SENTINEL_PATH = "/edgeplane-crs-regression-sentinel"
 READY_PATH = "/edgeplane-crs-regression-ready"
-_ID = re.compile(r"(\d{6})")
 
-if not CORPUS.is_file() or OWASP_RULESET_ID not in load_catalogue():
+if not crs_corpus.available() or OWASP_RULESET_ID not in load_catalogue():
     pytest.skip("the CRS regression corpus or the OWASP Core Rule Set is not installed", allow_module_level=True)
-
-
-def _ids(expectation: Any) -> frozenset[str]:
-    if not expectation:
-        return frozenset()
-    texts = expectation if isinstance(expectation, list) else [expectation]
-    return frozenset(match for text in texts for match in _ID.findall(str(text)))
 
 
 def raw_request(request: dict[str, Any]) -> bytes:
     """The case's request as the suite's runner puts it on the wire."""
-    if request.get("body_b64") is not None:
-        body = base64.b64decode(request["body_b64"])
-    else:
-        body = (request.get("body") or "").encode("utf-8")
+    body = crs_corpus.request_body(request)
     line = f"{request['method']} {request['uri']} {request['version']}".encode()
     headers = b"".join(f"{name}: {value}\r\n".encode() for name, value in request["headers"])
     return line + b"\r\n" + headers + b"\r\n" + body
@@ -160,7 +148,7 @@ def read_events(directory: Path) -> list[dict[str, Any]]:
 
 
 def test_crs_regression_suite_through_the_edge(service: EdgeplaneProcess) -> None:
-    cases = json.loads(CORPUS.read_bytes())["cases"]
+    cases = crs_corpus.load_cases()
     port = int(service.edge_url.rsplit(":", 1)[1])
     rays: dict[str, str | None] = {}
     statuses: dict[str, int | None] = {}
@@ -177,18 +165,18 @@ def test_crs_regression_suite_through_the_edge(service: EdgeplaneProcess) -> Non
         if sentinel in {event["RayID"] for event in events}:
             break
         time.sleep(1)
-    fired: dict[str, set[str]] = defaultdict(set)
+    fired: dict[str, set[int]] = defaultdict(set)
     for event in events:
         if event["Source"] == "firewallManaged":
-            fired[event["RayID"]].add(event["Ref"])
+            fired[event["RayID"]].add(int(event["Ref"]))
     known = tomllib.loads(KNOWN_FAILURES.read_text())["failures"]
     failing: dict[str, str] = {}
     by_family: dict[str, list[bool]] = defaultdict(list)
     for case in cases:
         ray = rays[case["id"]]
         got = fired.get(ray, set()) if ray else set()
-        missing = _ids(case["expect"].get("log_contains")) - got
-        unexpected = _ids(case["expect"].get("no_log_contains")) & got
+        missing = crs_corpus.expected_ids(case) - got
+        unexpected = crs_corpus.forbidden_ids(case) & got
         passed = not missing and not unexpected
         by_family[case["family"]].append(passed)
         if not passed:

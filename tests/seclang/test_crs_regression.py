@@ -20,8 +20,6 @@ must log the same ids, apart from the rules where the engine follows ModSecurity
 
 from __future__ import annotations
 
-import base64
-import re
 import sys
 import time
 import tomllib
@@ -30,16 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
+from tests.support import crs_corpus
 from tests.support.modsecurity import RECOMMENDED_BODY_PROCESSORS, ModSecurity
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "waf" / "crs-regression-3.3.4.json"
 CRS_RULES = Path("/usr/share/modsecurity-crs/rules")
 KNOWN_FAILURES = Path(__file__).with_name("crs_known_failures.toml")
 PASS_RATE_FLOOR = 0.999
-_ID = re.compile(r"(\d{6})")
 
 # CRS's regression configuration (rule 900005 of its README) and crs-setup.conf's version marker.
 SETUP = """
@@ -50,7 +46,8 @@ SecAction "id:900990,phase:1,nolog,pass,setvar:tx.crs_setup_version=334"
 """
 
 pytestmark = pytest.mark.skipif(
-    not CORPUS.is_file() or not CRS_RULES.is_dir(), reason="CRS regression corpus or modsecurity-crs not installed"
+    not crs_corpus.available() or not CRS_RULES.is_dir(),
+    reason="CRS regression corpus or modsecurity-crs not installed",
 )
 
 
@@ -65,13 +62,6 @@ class Outcome:
     fired: frozenset[int]
 
 
-def _ids(expectation: Any) -> frozenset[int]:
-    if not expectation:
-        return frozenset()
-    texts = expectation if isinstance(expectation, list) else [expectation]
-    return frozenset(int(match) for text in texts for match in _ID.findall(str(text)))
-
-
 def _request(case: dict[str, Any]) -> Any:
     """The request as the engine would receive it from an HTTP server, or None when the server refuses it.
 
@@ -81,10 +71,7 @@ def _request(case: dict[str, Any]) -> Any:
     from edgeplane.seclang.request import HttpRequest
 
     request = case["request"]
-    if request.get("body_b64") is not None:
-        body = base64.b64decode(request["body_b64"])
-    else:
-        body = (request.get("body") or "").encode("utf-8")
+    body = crs_corpus.request_body(request)
     headers = [(name.encode("utf-8"), value.encode("utf-8")) for name, value in request["headers"]]
     if any(b"\r" in name + value or b"\n" in name + value for name, value in headers):
         return None
@@ -124,12 +111,12 @@ def outcomes() -> tuple[list[Outcome], float]:
         sorted(CRS_RULES.glob("REQUEST-9*.conf"))
     )
     engine = compile_rules(directives, data_dir=CRS_RULES)
-    cases = orjson.loads(CORPUS.read_bytes())["cases"]
+    cases = crs_corpus.load_cases()
     results: list[Outcome] = []
     started = time.perf_counter()
     for case in cases:
-        expected = _ids(case["expect"].get("log_contains"))
-        forbidden = _ids(case["expect"].get("no_log_contains"))
+        expected = crs_corpus.expected_ids(case)
+        forbidden = crs_corpus.forbidden_ids(case)
         request = _request(case)
         fired = engine.evaluate(request).fired_ids if request is not None else frozenset()
         missing = expected - fired
@@ -234,7 +221,7 @@ def test_agrees_with_libmodsecurity(outcomes: tuple[list[Outcome], float], refer
     rule_files = sorted(CRS_RULES.glob("REQUEST-9*.conf"))
     reference = reference_modsecurity.rules(MODSECURITY_BASE + SETUP, *rule_files)
     ignored = _deliberate_differences(rule_files)
-    cases = {case["id"]: case for case in orjson.loads(CORPUS.read_bytes())["cases"]}
+    cases = {case["id"]: case for case in crs_corpus.load_cases()}
     differences = []
     compared = 0
     for outcome in outcomes[0]:
