@@ -36,7 +36,7 @@ import structlog
 from edgeplane.rules import RequestFields
 from edgeplane.seclang import Evaluation, HttpRequest, RuleEngine, SecLangError, compile_rules, load_rule_files
 from edgeplane.seclang.actions import compile_actions
-from edgeplane.seclang.rule_files import SecRule
+from edgeplane.seclang.rule_files import Directive, SecRule
 
 log = structlog.get_logger(__name__)
 
@@ -69,12 +69,13 @@ class CrsRule:
 
 @dataclass(frozen=True, slots=True)
 class CrsRules:
-    """What the CRS files offer, read without compiling them: the rules that score, in file order, and the
-    version."""
+    """What the CRS files offer, read without compiling them: the rules that score, in file order, the version,
+    and each file's directives (which ``core_rule_set`` compiles without reading the files again)."""
 
     rules: tuple[CrsRule, ...]
     version: str
     source: Path
+    files: tuple[tuple[Path, tuple[Directive, ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +126,11 @@ def read_crs() -> CrsRules:
     source = _rules_dir
     paths = _rule_files(source)
     try:
-        rules = tuple(_scoring_rules(paths))
+        files = tuple((path, tuple(load_rule_files([path]))) for path in paths)
+        rules = tuple(_scoring_rules(files))
     except (SecLangError, OSError) as error:
         raise CoreRuleSetUnavailable(f"the OWASP Core Rule Set in {source} does not parse: {error}") from None
-    return CrsRules(rules=rules, version=_crs_version(paths), source=source)
+    return CrsRules(rules=rules, version=_crs_version(paths), source=source, files=files)
 
 
 @functools.cache
@@ -136,11 +138,10 @@ def core_rule_set() -> CoreRuleSet:
     """The CRS in ``rules_dir()``, compiled once per process, when a firewall first executes the OWASP Core Ruleset
     (a few seconds of CPU). Raises ``CoreRuleSetUnavailable`` when the files are missing or do not compile."""
     listed = read_crs()
-    paths = _rule_files(listed.source)
-    initialisation = [path for path in paths if path.name.startswith("REQUEST-901-")]
-    detection = [path for path in paths if path not in initialisation]
+    initialisation = [item for path, file in listed.files if path.name.startswith("REQUEST-901-") for item in file]
+    detection = [item for path, file in listed.files if not path.name.startswith("REQUEST-901-") for item in file]
     try:
-        directives = load_rule_files([*initialisation, *EXCLUSION_FILES, *detection])
+        directives = [*initialisation, *load_rule_files(list(EXCLUSION_FILES)), *detection]
         engine = compile_rules(directives, data_dir=listed.source)
     except (SecLangError, OSError) as error:
         raise CoreRuleSetUnavailable(f"the OWASP Core Rule Set in {listed.source} does not compile: {error}") from None
@@ -173,11 +174,11 @@ def seclang_request(fields: RequestFields) -> HttpRequest:
     )
 
 
-def _scoring_rules(paths: list[Path]) -> list[CrsRule]:
+def _scoring_rules(files: tuple[tuple[Path, tuple[Directive, ...]], ...]) -> list[CrsRule]:
     found: list[CrsRule] = []
-    for path in paths:
+    for _, directives in files:
         section_level = 1
-        for directive in load_rule_files([path]):
+        for directive in directives:
             if not isinstance(directive, SecRule):
                 continue
             if _is_level_gate(directive):
