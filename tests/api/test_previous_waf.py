@@ -353,8 +353,9 @@ def test_firewall_rule_expression_is_checked_by_the_rules_language(waf: Api) -> 
     assert "position" in error["message"]
 
 
-def test_firewall_rule_bodies_must_be_arrays(waf: Api) -> None:
-    failed(waf.call("POST", zone_path(waf, FIREWALL), json=BYPASS), 400, 6007)
+def test_firewall_rule_bodies_must_be_arrays_or_one_rule(waf: Api) -> None:
+    failed(waf.call("POST", zone_path(waf, FIREWALL), json="rule"), 400, 6007)
+    failed(waf.call("PUT", zone_path(waf, FIREWALL), json=BYPASS), 400, 6007)
     failed(waf.call("PUT", zone_path(waf, FIREWALL), json=[{**BYPASS, "id": "0" * 32}]), 400, 1001, "/0/id")
 
 

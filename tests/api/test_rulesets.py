@@ -446,10 +446,11 @@ def test_ruleset_validation(
 
 def test_unsupported_phases_and_bad_bodies(api: Api) -> None:
     path = f"{zone_base(api)}/phases/http_request_late_transform/entrypoint"
-    status, code, _, message = failure(api.call("GET", path))
+    assert failure(api.call("GET", path))[:2] == (404, 7003)  # no entrypoint, as on the real API
+    assert failure(api.call("GET", path + "/versions"))[:2] == (404, 7003)
+    status, code, _, message = failure(api.call("PUT", path, json={"rules": []}))
     assert (status, code) == (400, 20003)
     assert CUSTOM in message
-    assert failure(api.call("PUT", path, json={"rules": []}))[:2] == (400, 20003)
     custom = f"{zone_base(api)}/phases/{CUSTOM}/entrypoint"
     assert failure(api.call("PUT", custom, json=[]))[:2] == (400, 6007)
     assert failure(api.call("PUT", custom, json={}))[:3] == (400, 20001, "/rules")

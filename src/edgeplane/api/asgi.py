@@ -1,18 +1,21 @@
 """The API listener's application: ``/healthz``, ``/metrics`` and the ``/client/v4`` control plane.
 
 A ``/client/v4`` path that no resource serves answers a v4 envelope with error 7003 and HTTP 404, as the real API
-does for a path it cannot route.
+does for a path it cannot route; a path a resource serves, with a method it does not take, answers 405 with code
+10405 (and ``Allow`` naming the methods it takes).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 from edgeplane.api import accounts, logpush, previous_waf, rulesets, tokens, waf_migration, web3_hostnames, zones
 from edgeplane.api.endpoint import ApiRoute, ControlPlane, envelope_response
@@ -47,9 +50,33 @@ async def prometheus_metrics(request: Request) -> Response:
 
 
 async def unrouted(request: Request) -> Response:
-    """A v4 envelope for a path the control plane does not serve."""
+    """A v4 envelope for a request no route took: 405 (code 10405, ``Allow`` naming the methods) when a route serves
+    the path with other methods, else 404 (code 7003)."""
+    allowed = sorted(_methods_of_path(request.app.router.routes, request.scope))
+    if allowed:
+        response = envelope_response(
+            405,
+            success=False,
+            errors=[{"code": 10405, "message": f"method {request.method} not allowed; use {', '.join(allowed)}"}],
+            result=None,
+        )
+        response.headers["allow"] = ", ".join(allowed)
+        return response
     error = not_found(request.url.path)
     return envelope_response(error.status, success=False, errors=error.errors, result=None)
+
+
+def _methods_of_path(routes: Iterable[BaseRoute], scope: Scope) -> set[str]:
+    """The methods of the routes whose path matches the request's (Starlette's partial match: path, not method),
+    the catch-all routes left out."""
+    methods: set[str] = set()
+    for route in routes:
+        if not isinstance(route, Route) or route.endpoint is unrouted or not route.methods:
+            continue
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods |= route.methods - {"HEAD"}
+    return methods
 
 
 def v4_table(plane: ControlPlane) -> list[ApiRoute]:

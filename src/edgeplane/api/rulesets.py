@@ -30,6 +30,7 @@ from edgeplane.api.ruleset_validation import (
     MAX_RULES,
     READ_ONLY_RULESET,
     RULESET_IN_USE,
+    SUPPORTED_PHASES,
     RuleContext,
     RuleInput,
     check_phase,
@@ -204,7 +205,11 @@ def _stored(request: ApiRequest, scope: Scope, ruleset_id: str) -> Ruleset:
 
 
 def _entrypoint(request: ApiRequest, scope: Scope) -> Ruleset:
-    phase = check_phase(request.path_params["phase"], pointer="/phase")
+    """The phase's entrypoint; 404 when there is none, as for a phase edgeplane does not run (which never has one:
+    the real API answers a read of a phase without entrypoint the same way)."""
+    phase = request.path_params["phase"]
+    if phase not in SUPPORTED_PHASES:
+        raise not_found(request.path)
     entrypoint = find_entrypoint(request.session, zone_id=scope.zone_id, account_id=scope.account_id, phase=phase)
     if entrypoint is None:
         raise not_found(request.path)

@@ -1,4 +1,5 @@
-"""Firewall rules: ``GET|POST|PUT /zones/{zone_id}/firewall/rules`` (create and update take arrays) and
+"""Firewall rules: ``GET|POST|PUT /zones/{zone_id}/firewall/rules`` (create takes an array of rules or one rule
+object, as the SDK sends it, and answers an array either way; update takes an array) and
 ``GET|PUT|DELETE /zones/{zone_id}/firewall/rules/{rule_id}`` (delete answers ``{id}``).
 
 Each rule carries its filter inline (``filter: {id, expression, paused, description}``); the expression is checked
@@ -146,7 +147,9 @@ def _rule(request: ApiRequest, zone_id: str, rule_id: Any, pointer: str | None =
     return rule
 
 
-def _array(body: Any) -> list[Any]:
+def _array(body: Any, *, one_allowed: bool = False) -> list[Any]:
+    if one_allowed and isinstance(body, dict):
+        return [body]
     if not isinstance(body, list) or not body:
         raise bad_request("the request body must be a non-empty JSON array of firewall rules", code=6007)
     if len(body) > MAX_RULES_PER_REQUEST:
@@ -171,13 +174,15 @@ def list_firewall_rules(request: ApiRequest) -> ApiResult:
 
 
 def create_firewall_rules(request: ApiRequest) -> ApiResult:
-    """``POST /zones/{zone_id}/firewall/rules`` with an array of rules; answers the created rules. Nothing is
-    created when one of them is invalid."""
+    """``POST /zones/{zone_id}/firewall/rules`` with an array of rules or one rule object; answers the created rules
+    as an array. Nothing is created when one of them is invalid (400 pointing into ``/<index>``, or into the object
+    itself when one was sent)."""
     zone = writable_zone(request, request.path_params["zone_id"])
+    one = isinstance(request.body, dict)
     created = []
-    for index, item in enumerate(_array(request.body)):
+    for index, item in enumerate(_array(request.body, one_allowed=True)):
         rule = FirewallRule(id=new_object_id(), zone_id=zone.id, created_on=utc_now(), filter_id="")
-        _apply(rule, item, f"/{index}")
+        _apply(rule, item, "" if one else f"/{index}")
         created.append(rule)
     request.session.add_all(created)
     request.session.flush()

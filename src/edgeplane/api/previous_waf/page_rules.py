@@ -1,5 +1,5 @@
-"""Page rules: ``GET|POST /zones/{zone_id}/pagerules`` and ``GET|PUT|DELETE /zones/{zone_id}/pagerules/{id}``
-(delete answers ``{id}``).
+"""Page rules: ``GET|POST /zones/{zone_id}/pagerules`` and ``GET|PUT|PATCH|DELETE /zones/{zone_id}/pagerules/{id}``
+(PUT replaces the rule, PATCH changes the members it names; delete answers ``{id}``).
 
 edgeplane keeps the page-rule settings the WAF depends on: ``disable_security`` and ``waf`` (``on``/``off``).
 While the previous WAF runs they switch it off (or on) for matching URLs; the migration turns them into
@@ -142,6 +142,20 @@ def update_page_rule(request: ApiRequest) -> ApiResult:
     return ApiResult(page_rule_json(rule), changed=True)
 
 
+def edit_page_rule(request: ApiRequest) -> ApiResult:
+    """``PATCH /zones/{zone_id}/pagerules/{pagerule_id}``: changes the members the body names (``targets``,
+    ``actions``, ``priority``, ``status``), each checked as for PUT; the others keep their values."""
+    zone = writable_zone(request, request.path_params["zone_id"])
+    rule = _page_rule(request, zone.id)
+    changes = require_object(request.body)
+    reject_unknown(changes, {"id", "targets", "actions", "priority", "status"})
+    if "id" in changes and changes["id"] != rule.id:
+        raise bad_request("id must be the id in the path", pointer="/id")
+    whole = {"targets": rule.targets, "actions": rule.actions, "priority": rule.priority, "status": rule.status}
+    _apply(rule, whole | {name: value for name, value in changes.items() if name != "id"})
+    return ApiResult(page_rule_json(rule), changed=True)
+
+
 def delete_page_rule(request: ApiRequest) -> ApiResult:
     """``DELETE /zones/{zone_id}/pagerules/{pagerule_id}``: answers ``{id}``."""
     zone = writable_zone(request, request.path_params["zone_id"])
@@ -158,5 +172,6 @@ ROUTES = [
     ApiRoute(_BASE, "POST", create_page_rule, _WRITE),
     ApiRoute(_BASE + "/{pagerule_id}", "GET", get_page_rule, _READ),
     ApiRoute(_BASE + "/{pagerule_id}", "PUT", update_page_rule, _WRITE),
+    ApiRoute(_BASE + "/{pagerule_id}", "PATCH", edit_page_rule, _WRITE),
     ApiRoute(_BASE + "/{pagerule_id}", "DELETE", delete_page_rule, _WRITE),
 ]
