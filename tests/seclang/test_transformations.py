@@ -16,7 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgeplane.seclang.errors import SecLangError, UnknownTransformation
-from edgeplane.seclang.transformations import TRANSFORMATION_NAMES, UNICODE_MAP_FILE, transformation
+from edgeplane.seclang.pipeline import Pipeline
+from edgeplane.seclang.transformations import (
+    TRANSFORMATION_NAMES,
+    UNICODE_MAP_FILE,
+    _base64_decode_scan,
+    transformation,
+    word_form,
+)
 from tests.support.modsecurity import ModSecurity
 
 CASES = [
@@ -301,6 +308,50 @@ def test_decoders_never_lengthen(name: str, value: bytes) -> None:
 def test_values_without_escapes_pass_unchanged(name: str, trigger: bytes, value: bytes) -> None:
     plain = value.translate(None, trigger)
     assert transformation(name)(plain) == plain
+
+
+# Words: ASCII letters and digits only, the values a pipeline answers without running its transformations.
+words = st.one_of(
+    st.binary(min_size=1, max_size=80).map(lambda raw: bytes(b"0123456789abcdefxXABCDEFz"[b % 25] for b in raw)),
+    st.text(alphabet="0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1).map(str.encode),
+)
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+@given(word=words)
+def test_word_form_is_what_the_transformation_does_to_a_word(name: str, word: bytes) -> None:
+    form = word_form(name)
+    if form is not None:
+        expected = {"same": word, "lower": word.lower(), "upper": word.upper()}[form]
+        assert transformation(name)(word) == expected
+
+
+def _steps(names: tuple[str, ...], multi_match: bool, value: bytes) -> tuple[bytes, ...]:
+    """What a pipeline gives, transformation by transformation (the definition ``Pipeline`` must keep)."""
+    steps = [value]
+    for name in names:
+        value = transformation(name)(value)
+        if value != steps[-1]:
+            steps.append(value)
+    return tuple(steps) if multi_match else (value,)
+
+
+@given(
+    names=st.lists(st.sampled_from(ALL_NAMES), max_size=6).map(tuple),
+    multi_match=st.booleans(),
+    value=st.one_of(words, values),
+)
+def test_a_pipeline_gives_what_its_transformations_give(
+    names: tuple[str, ...], multi_match: bool, value: bytes
+) -> None:
+    pipeline = Pipeline(names, multi_match=multi_match)
+    assert pipeline(value) == _steps(names, multi_match, value)
+    assert pipeline(value) == _steps(names, multi_match, value)  # remembered
+
+
+@given(text=st.text(alphabet="ABCXYZabcxyz0189+/", max_size=80).map(str.encode))
+def test_base64_decode_of_alphabet_symbols_is_the_scan(text: bytes) -> None:
+    assert transformation("base64Decode")(text) == _base64_decode_scan(text)
 
 
 @given(code=st.integers(min_value=0, max_value=0xFFFF))

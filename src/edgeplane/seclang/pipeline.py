@@ -5,12 +5,18 @@ same path, the same argument names arrive in request after request), so a :class
 that lists the same transformations (with or without ``multiMatch``) and answers a value it has seen from a
 :class:`~edgeplane.bounded_memo.BoundedMemo`. Transformations are pure functions of bytes, so a remembered result is
 the result.
+
+Most values of a JSON-RPC request are *words* (ASCII letters and digits only: hex data, numbers, ``latest``), which
+the transformations CRS uses leave alone or only change the case of
+(:func:`~edgeplane.seclang.transformations.word_form`). A pipeline made of such transformations answers a word from
+that knowledge, without running them or remembering the answer: fresh calldata in every request costs a scan of its
+bytes, not a pass of each transformation.
 """
 
 from __future__ import annotations
 
 from edgeplane.bounded_memo import BoundedMemo
-from edgeplane.seclang.transformations import transformation
+from edgeplane.seclang.transformations import WordForm, transformation, word_form
 
 __all__ = ["Pipeline"]
 
@@ -25,7 +31,7 @@ class Pipeline:
     every step's output that differs from the one before. Raises ``UnknownTransformation`` for a name that is not
     implemented."""
 
-    __slots__ = ("_memo", "functions", "key", "multi_match")
+    __slots__ = ("_memo", "_word_forms", "functions", "key", "multi_match")
 
     def __init__(self, names: tuple[str, ...], *, multi_match: bool = False) -> None:
         self.functions = tuple(transformation(name) for name in names)
@@ -34,10 +40,21 @@ class Pipeline:
         self._memo: BoundedMemo[bytes, tuple[bytes, ...]] = BoundedMemo(
             self._run, max_entries=MEMO_MAX_ENTRIES, max_length=MEMO_MAX_LENGTH
         )
+        self._word_forms = _word_forms(names, multi_match=multi_match)
 
     def __call__(self, value: bytes) -> tuple[bytes, ...]:
         if not self.functions:
             return (value,)
+        forms = self._word_forms
+        if forms is not None and value.isalnum():
+            if len(forms) == 1:
+                return (_word_in(forms[0], value),)
+            outputs = [value]
+            for form in forms[1:]:
+                output = _word_in(form, value)
+                if output != outputs[-1]:  # as the steps do: a case change that changes nothing is no new value
+                    outputs.append(output)
+            return tuple(outputs)
         return self._memo(value)
 
     def _run(self, value: bytes) -> tuple[bytes, ...]:
@@ -54,3 +71,25 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({'|'.join(self.key) or 'none'})"
+
+
+def _word_forms(names: tuple[str, ...], *, multi_match: bool) -> tuple[WordForm, ...] | None:
+    """What the pipeline of the transformations ``names`` gives for a word, as forms of the word: one form, or with
+    ``multi_match`` the word (``"same"``) then each case change on the way, which ``__call__`` keeps only where it
+    changes this word. None when a step does something else than keep or change the case."""
+    forms: list[WordForm] = ["same"]
+    for name in names:
+        form = word_form(name)
+        if form is None:
+            return None
+        if form != "same" and form != forms[-1]:
+            forms.append(form)
+    return tuple(forms) if multi_match else (forms[-1],)
+
+
+def _word_in(form: WordForm, word: bytes) -> bytes:
+    if form == "lower":
+        return word.lower()
+    if form == "upper":
+        return word.upper()
+    return word

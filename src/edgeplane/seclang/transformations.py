@@ -14,17 +14,23 @@ reacts to are absent, since every request runs them on every argument.
 (``unicode_map.toml`` beside this module), as ``modsecurity.conf-recommended`` configures it.
 
 ``transformation(name)`` gives the function for a name as SecLang writes it (case-insensitive);
-``TRANSFORMATION_NAMES`` lists the names implemented, lower-case. ``none`` is not a transformation: the engine resets
-the chain when it reads it.
+``TRANSFORMATION_NAMES`` lists the names implemented, lower-case. ``word_form(name)`` says what a transformation
+does to a *word*, a value of ASCII letters and digits only (``bytes.isalnum()``: hex data, numbers, block tags,
+most of what a JSON-RPC request carries): leaves it as it is, lower-cases or upper-cases it, or something else (the
+decoders of hex and base64, digests, the length). A pipeline of the first three kinds needs no transformation work
+on a word (``edgeplane.seclang.pipeline``); the tests hold every word form to the transformation itself. ``none`` is
+not a transformation: the engine resets the chain when it reads it.
 """
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from edgeplane.seclang.errors import UnknownTransformation
 
@@ -138,8 +144,16 @@ _BASE64_VALUE = {byte: index for index, byte in enumerate(_BASE64_ALPHABET)}
 def _base64_decode(value: bytes) -> bytes:
     """mbed TLS's strict decoder, which libmodsecurity calls on the value up to its first NUL: any character outside
     the alphabet, a space inside a line, or data after ``=`` makes the whole result empty; line breaks and trailing
-    spaces are allowed; an incomplete last quantum is dropped."""
+    spaces are allowed; an incomplete last quantum is dropped. A value of alphabet symbols only (every word, most
+    argument values) is whole quanta of three bytes each, which ``binascii`` decodes; others take the scan."""
     text = value.split(b"\x00", 1)[0]
+    if not text.translate(None, _BASE64_ALPHABET):
+        return binascii.a2b_base64(text[: len(text) // 4 * 4], strict_mode=True)
+    return _base64_decode_scan(text)
+
+
+def _base64_decode_scan(text: bytes) -> bytes:
+    """mbed TLS's decoding loop on ``text`` (no NUL), as ``_base64_decode`` describes it."""
     size = len(text)
     symbols = bytearray()
     padding = bytearray()
@@ -667,6 +681,33 @@ _TRANSFORMATIONS: dict[str, Transformation] = {
 }
 
 TRANSFORMATION_NAMES: frozenset[str] = frozenset(_TRANSFORMATIONS)
+
+WordForm = Literal["same", "lower", "upper"]
+
+# What the transformations that act on a word at all do to it. Every other transformation leaves a word as it is:
+# the bytes the decoders, the whitespace, NUL and comment handlers and the path normalisers react to are not letters
+# or digits.
+_WORD_FORMS: dict[str, WordForm | None] = {
+    "base64decode": None,
+    "base64decodeext": None,
+    "cmdline": "lower",
+    "hexdecode": None,
+    "hexencode": None,
+    "length": None,
+    "lowercase": "lower",
+    "md5": None,
+    "sha1": None,
+    "sqlhexdecode": None,
+    "uppercase": "upper",
+}
+
+
+def word_form(name: str) -> WordForm | None:
+    """What the transformation ``name`` does to a word (ASCII letters and digits only, see the module docstring):
+    ``"same"``, ``"lower"``, ``"upper"``, or None when it does something else. Raises ``UnknownTransformation``
+    for a name that is not implemented."""
+    transformation(name)
+    return _WORD_FORMS.get(name.lower(), "same")
 
 
 def transformation(name: str) -> Transformation:
