@@ -60,7 +60,7 @@ def both(records: list[dict[str, Any]], output_options: dict[str, Any] | None, d
 @given(
     records=st.lists(record_strategy().filter(bool), min_size=1, max_size=12),
     names=st.lists(st.sampled_from(sorted(FIELDS)), min_size=1, max_size=6, unique=True),
-    timestamp_format=st.sampled_from(["unixnano", "unix", "rfc3339"]),
+    timestamp_format=st.sampled_from(["unixnano", "unix", "rfc3339", "rfc3339ms", "rfc3339ns"]),
     affixes=st.sampled_from([None, ("{", "}\n", ","), ("[", "]", ";"), ("", "\n", "\t"), ("<", ">", " , ")]),
 )
 def test_column_encoder_writes_what_the_record_encoder_writes(

@@ -82,6 +82,7 @@ def test_output_options_defaults() -> None:
         "record_template": "",
         "sample_rate": 1.0,
         "timestamp_format": "unixnano",
+        "merge_subrequests": False,
         "CVE-2021-44228": False,
     }
     assert options.selected_fields(HTTP) == HTTP.field_names

@@ -198,6 +198,8 @@ def _apply_options(job: LogpushJob, body: dict[str, Any], dataset: Dataset, *, c
         if job.output_options is not None:
             # The formatter refuses what it cannot write (a record_template beyond {{.Field}} placeholders).
             compile_formatter(parse_output_options(job.output_options, dataset), dataset)
+            if job.output_options.get("merge_subrequests") and job.zone_id is None:
+                raise OutputOptionsError("output_options.merge_subrequests", "is not supported for account jobs")
     except OutputOptionsError as error:
         member = error.member.split(".", 1)[0] if error.member else "output_options"
         raise bad_request(f"invalid {error}", code=1003, pointer="/" + member.replace(".", "/")) from None

@@ -11,7 +11,7 @@ The bytes are exactly those of the per-record encoder (a property test holds the
 - strings: ``\\`` and ``"`` escaped, in double quotes; a column holding a control character (below U+0020, which JSON
   escapes in several ways) is written value by value with ``orjson``, as the per-record encoder writes it;
 - integers and booleans: their text; timestamps per ``timestamp_format`` (``unix`` divides by 10^9, rounding down;
-  ``rfc3339`` formats the whole second in UTC);
+  ``rfc3339`` formats the whole second in UTC, ``rfc3339ms`` and ``rfc3339ns`` with three and nine fraction digits);
 - floats and arrays (rare in records, and with text forms Arrow writes differently from ``orjson``) value by value
   with ``orjson``; objects, stored as their JSON text, as they are;
 - a column missing from the block, or holding only nulls, is a constant ``null`` folded into the text around it; one
@@ -40,7 +40,9 @@ ColumnEncoder = Callable[[pa.RecordBatch], list[bytes]]
 _NULL: Final = "null"
 _NANOSECONDS: Final = 1_000_000_000
 _CONTROL: Final = bytes(range(0x20))
-_RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"
+_RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"  # Arrow writes %S with the fraction digits of the timestamp's unit
+# Each RFC 3339 format: the divisor from nanoseconds to its unit, and that unit.
+_RFC3339_UNITS: Final = {"rfc3339": (_NANOSECONDS, "s"), "rfc3339ms": (1_000_000, "ms"), "rfc3339ns": (1, "ns")}
 
 
 def compile_column_encoder(options: OutputOptions, dataset: Dataset) -> ColumnEncoder | None:
@@ -139,10 +141,11 @@ def _strings(column: pa.Array) -> tuple[pa.Array, bool]:
 def _timestamps(column: pa.Array, timestamp_format: str) -> tuple[pa.Array, bool]:
     if pc.min(column).as_py() < 0:  # before 1970: Arrow's division rounds towards zero, Python's down
         return _one_by_one(column, timestamp_format), False
-    seconds = pc.divide(column, _NANOSECONDS)
     if timestamp_format == "unix":
-        return pc.fill_null(seconds.cast(pa.string()), _NULL), False
-    text = pc.strftime(seconds.cast(pa.timestamp("s")), format=_RFC3339)
+        return pc.fill_null(pc.divide(column, _NANOSECONDS).cast(pa.string()), _NULL), False
+    divisor, unit = _RFC3339_UNITS[timestamp_format]
+    in_unit = pc.divide(column, divisor) if divisor != 1 else column
+    text = pc.strftime(in_unit.cast(pa.timestamp(unit)), format=_RFC3339)
     if column.null_count:
         return pc.fill_null(pc.binary_join_element_wise('"', text, '"', ""), _NULL), False
     return text, True

@@ -17,6 +17,11 @@ Decisions (also in ``docs/logpush-filters.md``):
   The canonical spelling is the one written back.
 - ``logpull_options`` may start with ``?``; its values are percent-decoded; ``sample`` (0..1) is the legacy spelling of
   ``sample_rate``; any other parameter is an error naming it.
+- ``timestamp_format`` ``rfc3339ms`` and ``rfc3339ns`` are RFC 3339 in UTC with exactly three and nine fraction
+  digits (``record_format`` writes them); ``logpull_options`` takes them in ``timestamps`` too.
+- ``merge_subrequests`` is accepted for ``http_requests`` only (an error for another dataset, as on the real API)
+  and kept; it is not part of ``logpull_options``. edgeplane's edge makes no subrequests (every record is a client's
+  request), so there is nothing to merge and the output is the same either way.
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ from urllib.parse import parse_qsl, quote
 from edgeplane.logs.datasets import Dataset
 from edgeplane.logs.errors import OutputOptionsError
 
-TimestampFormat = Literal["unixnano", "unix", "rfc3339"]
+TimestampFormat = Literal["unixnano", "unix", "rfc3339", "rfc3339ms", "rfc3339ns"]
 OutputType = Literal["ndjson", "csv"]
 TIMESTAMP_FORMATS: Final[tuple[str, ...]] = get_args(TimestampFormat)
 OUTPUT_TYPES: Final[tuple[str, ...]] = get_args(OutputType)
 
 CVE_MEMBER: Final = "CVE-2021-44228"
 CVE_MEMBER_MISSPELT: Final = "CVE-2021-4428"
+MERGE_SUBREQUESTS_DATASET: Final = "http_requests"
 
 _RECORD_AFFIXES: Final[dict[str, tuple[str, str]]] = {"ndjson": ("{", "}\n"), "csv": ("", "\n")}
 _TEXT_MEMBERS: Final = (
@@ -66,6 +72,7 @@ class OutputOptions:
     sample_rate: float = 1.0
     timestamp_format: TimestampFormat = "unixnano"
     cve_2021_44228: bool = False
+    merge_subrequests: bool = False
 
     def selected_fields(self, dataset: Dataset) -> tuple[str, ...]:
         """The fields to write: ``field_names``, or every field of ``dataset`` when it is empty."""
@@ -79,6 +86,7 @@ class OutputOptions:
             **{name: getattr(self, name) for name in _TEXT_MEMBERS},
             "sample_rate": self.sample_rate,
             "timestamp_format": self.timestamp_format,
+            "merge_subrequests": self.merge_subrequests,
             CVE_MEMBER: self.cve_2021_44228,
         }
 
@@ -107,13 +115,22 @@ def parse_output_options(value: Any, dataset: Dataset) -> OutputOptions:
     """The ``output_options`` object ``value`` (a decoded JSON object; ``None`` for all defaults), validated.
 
     Raises ``OutputOptionsError`` naming the member (``output_options.sample_rate``) for an unknown member, a value
-    of the wrong type or out of range, or a field name that is not a field of ``dataset``.
+    of the wrong type or out of range, a field name that is not a field of ``dataset``, or ``merge_subrequests`` on
+    a dataset other than ``http_requests``.
     """
     if value is None:
         return OutputOptions()
     if not isinstance(value, dict):
         raise OutputOptionsError("output_options", "must be an object")
-    known = {"field_names", "output_type", "sample_rate", "timestamp_format", CVE_MEMBER, CVE_MEMBER_MISSPELT}
+    known = {
+        "field_names",
+        "output_type",
+        "sample_rate",
+        "timestamp_format",
+        "merge_subrequests",
+        CVE_MEMBER,
+        CVE_MEMBER_MISSPELT,
+    }
     for name in value:
         if name not in known and name not in _TEXT_MEMBERS:
             raise OutputOptionsError(f"output_options.{name}", "unknown member")
@@ -146,12 +163,20 @@ def parse_output_options(value: Any, dataset: Dataset) -> OutputOptions:
             if not isinstance(members[name], bool):
                 raise OutputOptionsError(f"output_options.{name}", "must be true or false")
             flags[name] = members[name]
+    merge_subrequests = members.get("merge_subrequests", False)
+    if not isinstance(merge_subrequests, bool):
+        raise OutputOptionsError("output_options.merge_subrequests", "must be true or false")
+    if merge_subrequests and dataset.name != MERGE_SUBREQUESTS_DATASET:
+        raise OutputOptionsError(
+            "output_options.merge_subrequests", f"is supported only for the {MERGE_SUBREQUESTS_DATASET} dataset"
+        )
     return OutputOptions(
         field_names=field_names,
         output_type=cast(OutputType, output_type),
         sample_rate=sample_rate,
         timestamp_format=cast(TimestampFormat, timestamp_format),
         cve_2021_44228=_one_flag(flags, "output_options"),
+        merge_subrequests=merge_subrequests,
         **texts,
     )
 

@@ -15,7 +15,9 @@ batch, and the name of the object a batch is uploaded as.
 Fields are the job's ``field_names`` in their order, or every field of the dataset in schema order. A field absent
 from a record (or ``None``) is written as ``null`` in ndjson and as an empty value in csv. Timestamp fields (Unix
 nanoseconds in records) are written per ``timestamp_format``: ``unixnano`` as is, ``unix`` as whole seconds
-(rounded down), ``rfc3339`` as ``2026-11-21T10:00:00Z`` (UTC, whole seconds).
+(rounded down), ``rfc3339`` as ``2026-11-21T10:00:00Z`` (UTC, whole seconds), ``rfc3339ms`` as
+``2026-11-21T10:00:00.123Z`` and ``rfc3339ns`` as ``2026-11-21T10:00:00.123456789Z`` (UTC, always three or nine
+fraction digits, so the text sorts as the time does; the fraction rounded down).
 
 ndjson: the record is the JSON members ``"Field":value`` joined by ``field_delimiter`` between ``record_prefix``
 and ``record_suffix``. The defaults (``{``, ``,``, ``}\\n``, no delimiter) give exactly one compact JSON object per
@@ -190,10 +192,26 @@ def _rfc3339(value: Any) -> Any:
     return _rfc3339_second(value // _NANOSECONDS) if type(value) is int else value
 
 
+def _rfc3339_milliseconds(value: Any) -> Any:
+    if type(value) is not int:
+        return value
+    seconds, nanoseconds = divmod(value, _NANOSECONDS)
+    return f"{_rfc3339_second(seconds)[:-1]}.{nanoseconds // 1_000_000:03d}Z"
+
+
+def _rfc3339_nanoseconds(value: Any) -> Any:
+    if type(value) is not int:
+        return value
+    seconds, nanoseconds = divmod(value, _NANOSECONDS)
+    return f"{_rfc3339_second(seconds)[:-1]}.{nanoseconds:09d}Z"
+
+
 _TIMESTAMP_CONVERTERS: Final[dict[str, Callable[[Any], Any] | None]] = {
     "unixnano": None,
     "unix": _unix_seconds,
     "rfc3339": _rfc3339,
+    "rfc3339ms": _rfc3339_milliseconds,
+    "rfc3339ns": _rfc3339_nanoseconds,
 }
 
 

@@ -93,6 +93,8 @@ class LogpushJob(Base):
     """A Logpush job of a zone or an account (exactly one of the two)."""
 
     __tablename__ = "logpush_jobs"
+    # Ids only grow: SQLite's AUTOINCREMENT never gives a deleted job's id again (PostgreSQL's sequence never does).
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
     zone_id: Mapped[str | None] = mapped_column(ForeignKey("zones.id", ondelete="CASCADE"), index=True)
