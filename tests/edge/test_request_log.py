@@ -112,6 +112,10 @@ def test_the_record_holds_what_the_edge_knows() -> None:
         "ClientCountry": "nz",
         "ClientASN": 64500,
         "CacheCacheStatus": "dynamic",
+        "WAFAttackScore": 100,  # not scored (edgeplane.waf.attack_scores)
+        "WAFSQLiAttackScore": 100,
+        "WAFXSSAttackScore": 100,
+        "WAFRCEAttackScore": 100,
     }
 
 

@@ -7,7 +7,8 @@ scores, TLS details) are left out of the record and appear as the dataset's miss
 ``ClientCountry`` and ``ClientASN`` are what the router
 found for the client (``edgeplane.edge.client_location``: a trusted header or a MaxMind database). A request the
 firewall matched has its ``Security*`` fields set and one ``firewall_events`` record per match
-(``edgeplane.waf.events``), sharing its ``RayID``.
+(``edgeplane.waf.events``), sharing its ``RayID``. The ``WAF*AttackScore`` fields are the request's attack scores when
+they were computed (a rule read them, or a Logpush job of the zone logs them: ``score_logging_zones``), else 100.
 
 Emission never blocks the request and does all its work on the event loop's thread, after the client has its answer
 (the router emits from ``answered``, which the edge's HTTP server calls with a batch of answers once they are
@@ -36,13 +37,17 @@ from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import REFERER, USER_AGENT, Answer, EdgeRequest, EdgeResponse
 from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_rows import NUMBER_COLUMNS, SHAPE_COLUMNS, RequestRows, protocol, record_of
-from edgeplane.waf.events import firewall_event_records, security_fields
+from edgeplane.logs.datasets import Dataset, load_dataset
+from edgeplane.logs.errors import LogsError
+from edgeplane.logs.output_options import parse_logpull_options, parse_output_options
+from edgeplane.store.snapshot import ConfigSnapshot
+from edgeplane.waf.events import ATTACK_SCORE_FIELDS, attack_score_fields, firewall_event_records, security_fields
 
 HTTP_REQUESTS: Final = "http_requests"
 
 # The fields of an ``http_requests`` record the edge fills, besides ``ClientRequestScheme``, ``ClientRequestSource``
 # and ``EdgeRequestHost`` (the same for every request, or a copy of another field).
-HTTP_REQUEST_COLUMNS: Final = ("RayID", *SHAPE_COLUMNS, *NUMBER_COLUMNS, "EdgeTimeToFirstByteMs")
+HTTP_REQUEST_COLUMNS: Final = ("RayID", *SHAPE_COLUMNS, *NUMBER_COLUMNS, "EdgeTimeToFirstByteMs", *ATTACK_SCORE_FIELDS)
 
 
 class RequestLog:
@@ -81,9 +86,12 @@ class RequestLog:
             leftovers += rows.add_answers(unstarted)[0]
         for (request, response, _sent_bytes, _written_ns), exchange, shape, numbers in leftovers:
             record = record_of(shape, exchange.ray_id, numbers)
-            if exchange.verdict.matches:
-                record |= security_fields(exchange.verdict)
+            verdict = exchange.verdict
+            if verdict.matches:
+                record |= security_fields(verdict)
                 rows.events.extend(_events(request, response, exchange))
+            if verdict.scores is not None:
+                record |= attack_score_fields(verdict.scores)
             rows.odd.append(record)
         full = self._period_rows + len(rows) >= self.max_rows
         timer_loop = self._timer_loop
@@ -139,6 +147,38 @@ class RequestLog:
             self.journal.seal()
             self._rows = RequestRows()  # a new period numbers its shapes afresh
             self._period_rows = 0
+
+
+def score_logging_zones(snapshot: ConfigSnapshot) -> frozenset[str]:
+    """The ids of the zones whose requests' attack scores an enabled ``http_requests`` Logpush job logs: its field
+    list names a ``WAF*AttackScore`` field or is empty (every field), or its filter names one. The edge scores every
+    request of these zones that reaches the firewall stage; a job that no longer validates counts for nothing."""
+    dataset = load_dataset(HTTP_REQUESTS)
+    zones: set[str] = set()
+    for job in snapshot.logpush_jobs:
+        if not job.get("enabled") or job.get("dataset") != HTTP_REQUESTS or not _logs_attack_scores(job, dataset):
+            continue
+        if job.get("zone_id"):
+            zones.add(job["zone_id"])
+        else:
+            zones.update(zone.zone_id for zone in snapshot.zones.values() if zone.account_id == job.get("account_id"))
+    return frozenset(zones)
+
+
+def _logs_attack_scores(job: dict[str, Any], dataset: Dataset) -> bool:
+    try:
+        if job.get("output_options") is not None:
+            fields = parse_output_options(job["output_options"], dataset).field_names
+        elif job.get("logpull_options"):
+            fields = parse_logpull_options(job["logpull_options"], dataset).fields
+        else:
+            fields = ()
+    except LogsError:
+        return False
+    if not fields or not set(fields).isdisjoint(ATTACK_SCORE_FIELDS):
+        return True
+    filter_text = str(job.get("filter") or "")
+    return any(name in filter_text for name in ATTACK_SCORE_FIELDS)
 
 
 def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> list[dict[str, Any]]:

@@ -24,10 +24,12 @@ request, more than half of what logging cost the edge (``docs/benchmarks.md``). 
 the module is not built and the loop does every row; ``tests/edge/test_row_builder.py`` holds the two to the same
 records.
 
-Rows that do not fit (a number beyond 64 bits, a value of another type) and rows of requests the firewall matched
-(they carry ``Security*`` fields) are kept whole, as the store's dictionaries (``odd``, filled by the caller with
-``record_of``); so are the ``firewall_events`` records of the matches (``events``). They are rare, and go to the
-store beside the batch.
+Rows that do not fit (a number beyond 64 bits, a value of another type) and rows of requests with a firewall verdict
+(the firewall matched them: they carry ``Security*`` fields; or their attack scores were computed) are kept whole, as
+the store's dictionaries (``odd``, filled by the caller with ``record_of``); so are the ``firewall_events`` records of
+the matches (``events``). They are rare, and go to the store beside the batch. So every row of the batch is of a
+request that was not scored, and its ``WAF*AttackScore`` fields are 100 (``UNSCORED``), as ``record_of`` gives them
+until the caller sets the scores.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from edgeplane.edge.http_server import (
     EdgeResponse,
 )
 from edgeplane.store.snapshot import ZoneRoute
+from edgeplane.waf.events import attack_score_fields
 from edgeplane.waf.firewall import ALLOWED
 
 row_builder: ModuleType | None
@@ -83,6 +86,7 @@ _MISSING_WHEN_NEGATIVE: Final = ("OriginResponseStatus", "OriginResponseDuration
 # Fields every row has the same value of, and fields that repeat another field of the row (the edge serves the host
 # the client asked for).
 CONSTANTS: Final = {"ClientRequestScheme": "http", "ClientRequestSource": "eyeball"}
+UNSCORED: Final = attack_score_fields(None)  # the attack scores of a request that was not scored: 100
 COPIES: Final = {"EdgeRequestHost": "ClientRequestHost"}
 _PROTOCOLS: Final = {"1.1": "HTTP/1.1", "1.0": "HTTP/1.0"}
 _JOURNAL_FORMAT: Final = 3
@@ -283,7 +287,7 @@ class RequestRows:
                 exchange.cache_status,
             )
             numbers = numbers_of(answer, exchange)
-            if exchange.verdict.matches or not _plain_ray(exchange.ray_id):  # rare: a firewall match, an odd id
+            if exchange.verdict is not ALLOWED or not _plain_ray(exchange.ray_id):  # rare: a match, scores, an odd id
                 leftovers.append((answer, exchange, shape, numbers))
                 continue
             try:
@@ -374,6 +378,9 @@ class RequestRows:
         for name, value in CONSTANTS.items():
             names.append(name)
             arrays.append(pa.repeat(pa.scalar(value, pa.string()), count))
+        for name, score in UNSCORED.items():
+            names.append(name)
+            arrays.append(pa.repeat(pa.scalar(score, pa.int64()), count))
         for name, original in COPIES.items():
             names.append(name)
             arrays.append(arrays[names.index(original)])
@@ -428,6 +435,7 @@ def record_of(shape: Shape, ray_id: str, numbers: tuple[int, ...]) -> dict[str, 
             record[name] = value
     record["EdgeTimeToFirstByteMs"] = max(0, (record["EdgeEndTimestamp"] - record["EdgeStartTimestamp"]) // 1_000_000)
     record |= CONSTANTS
+    record |= UNSCORED
     for name, original in COPIES.items():
         record[name] = record[original]
     return record

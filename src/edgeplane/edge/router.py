@@ -21,7 +21,9 @@ the others their refusal. Requests for hosts that are no web3 hostname, or with 
 are refused at once. A blocked request is answered with the rule's custom response, or 403 and a JSON-RPC error
 object (code -32003, the request's ``id`` when the body is a JSON-RPC request, else null) whose ``data`` holds the
 ray id. The verdict goes into the request's log records: the ``Security*`` fields of ``http_requests`` and one
-``firewall_events`` record per match.
+``firewall_events`` record per match. When a Logpush job of the zone logs the attack scores
+(``edgeplane.edge.request_log.score_logging_zones``), the request is scored (with or without a firewall) and the
+scores go into its record.
 
 The client's country and ASN (``edgeplane.edge.client_location``) are found once per request, for the firewall's
 ``ip.src.country`` / ``ip.src.asnum`` and the log records' ``ClientCountry`` / ``ClientASN``.
@@ -43,13 +45,13 @@ from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
 from edgeplane.edge.http_server import CONTENT_TYPE, HOST, Answer, EdgeRequest, EdgeResponse, jsonrpc_error
-from edgeplane.edge.request_log import RequestLog
+from edgeplane.edge.request_log import RequestLog, score_logging_zones
 from edgeplane.gateway.errors import INVALID_REQUEST
 from edgeplane.gateway.jsonrpc import encode
 from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.rules import RequestFields
-from edgeplane.store.snapshot import SnapshotHolder
-from edgeplane.waf.firewall import Verdict
+from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder
+from edgeplane.waf.firewall import Verdict, scored_verdict
 
 FIREWALL_BLOCKED: Final = -32003
 
@@ -84,6 +86,8 @@ class EdgeRouter:
         self.snapshots = snapshots
         self.request_log = request_log
         self.locator = locator or ClientLocator()
+        # The zones whose attack scores a Logpush job logs, for the snapshot they were found in.
+        self._scored: tuple[ConfigSnapshot | None, frozenset[str]] = (None, frozenset())
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
@@ -141,17 +145,29 @@ class EdgeRouter:
         left for after the firewall, or the gateway's answer (at once when the gateway has it at hand)."""
         exchange = self._start(request, time.time_ns())
         zone = exchange.zone
-        firewall = self.snapshots.current.firewall(zone.zone_id) if zone is not None else None
+        snapshot = self.snapshots.current
+        firewall = snapshot.firewall(zone.zone_id) if zone is not None else None
+        scored = zone is not None and zone.zone_id in self._score_logging_zones(snapshot)
         if firewall is not None:
-            verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange))
+            verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange), score=scored)
             if verdict.blocked:
                 return _refusal(request, verdict, exchange.ray_id)
+        elif scored:
+            exchange.verdict = scored_verdict(self._fields(request, exchange))
         if exchange.refusal is not None:
             return _with_ray(exchange.refusal, exchange.ray_id)
         answer = self.gateway.respond(request.raw_path[4:], request.body)
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
         return self._awaited(answer, exchange)
+
+    def _score_logging_zones(self, snapshot: ConfigSnapshot) -> frozenset[str]:
+        """``score_logging_zones`` of the snapshot, found once per snapshot."""
+        found, zones = self._scored
+        if found is not snapshot:
+            zones = score_logging_zones(snapshot)
+            self._scored = (snapshot, zones)
+        return zones
 
     async def _awaited(self, answering: Awaitable[GatewayResponse], exchange: Exchange) -> EdgeResponse:
         return self._response(await answering, exchange)

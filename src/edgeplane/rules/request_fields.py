@@ -19,6 +19,9 @@ from edgeplane.rules.addresses import client_key
 
 T = TypeVar("T")
 
+NOT_SCORED = 100  # ``cf.waf.score*`` of a request that was not scored
+_SCORE_FIELDS = ("cf_waf_score", "cf_waf_score_sqli", "cf_waf_score_xss", "cf_waf_score_rce")
+
 
 class cached_field(Generic[T]):  # named like functools.cached_property, which it replaces
     """A field computed on first read and stored in the instance's ``__dict__``, where later reads find it as a plain
@@ -70,10 +73,22 @@ def _extension(path: str) -> str:
     return last.rsplit(".", 1)[1].lower() if "." in last else ""
 
 
+def _not_scored(request: RequestFields) -> tuple[int, int, int, int]:
+    return NOT_SCORED, NOT_SCORED, NOT_SCORED, NOT_SCORED
+
+
 class RequestFields:
-    """The fields of one request. Build it with ``from_http``; the WAF engine sets ``waf_score``,
-    ``waf_score_sqli``, ``waf_score_xss`` and ``waf_score_rce`` (the fields ``cf.waf.score*``: 1..99, and 100, the
-    default, when not computed) and may set ``cf_bot_management_score`` and ``cf_threat_score``."""
+    """The fields of one request. Build it with ``from_http``; the WAF engine may set ``cf_bot_management_score``
+    and ``cf_threat_score``.
+
+    The attack scores ``cf.waf.score*`` (1..99, 100 when not computed) are computed on their first read, all four at
+    once, by ``attack_scorer``: a function of the request giving ``(overall, sqli, xss, rce)``. The WAF engine sets
+    it on the requests it evaluates (``edgeplane.waf.attack_scores``); without one every score is 100. A score set
+    beforehand (``waf_score = 12``) is kept. ``core_evaluation`` is the WAF engine's: the OWASP Core Rule Set's
+    evaluation of the request, kept so that scoring and the managed phase run the CRS once."""
+
+    attack_scorer: Callable[[RequestFields], tuple[int, int, int, int]] = staticmethod(_not_scored)
+    core_evaluation: Any = None
 
     def __init__(self) -> None:
         self.http_host = ""
@@ -96,10 +111,6 @@ class RequestFields:
         self.cf_bot_management_verified_bot = False
         self.cf_client_bot = False
         self.cf_threat_score = 0
-        self.cf_waf_score = 100
-        self.cf_waf_score_sqli = 100
-        self.cf_waf_score_xss = 100
-        self.cf_waf_score_rce = 100
         self.client_ip = ""
         self.client_port = 0
         self.raw_headers: Sequence[tuple[bytes, bytes]] = ()
@@ -151,7 +162,44 @@ class RequestFields:
         fields.raw_body = body
         return fields
 
-    # The attack scores under the names the WAF engine uses; compiled expressions read the cf_* attributes.
+    # The attack scores: computed on first read (``_score_attacks``), under the names the WAF engine uses as well;
+    # compiled expressions read the cf_* attributes.
+
+    def _score_attacks(self) -> None:
+        """Stores the four scores the ``attack_scorer`` gives, keeping any already set."""
+        found = self.__dict__
+        for name, value in zip(_SCORE_FIELDS, self.attack_scorer(self), strict=True):
+            found.setdefault(name, value)
+
+    @cached_field
+    def cf_waf_score(self) -> int:
+        """``cf.waf.score``."""
+        self._score_attacks()
+        return self.__dict__["cf_waf_score"]  # type: ignore[no-any-return]
+
+    @cached_field
+    def cf_waf_score_sqli(self) -> int:
+        """``cf.waf.score.sqli``."""
+        self._score_attacks()
+        return self.__dict__["cf_waf_score_sqli"]  # type: ignore[no-any-return]
+
+    @cached_field
+    def cf_waf_score_xss(self) -> int:
+        """``cf.waf.score.xss``."""
+        self._score_attacks()
+        return self.__dict__["cf_waf_score_xss"]  # type: ignore[no-any-return]
+
+    @cached_field
+    def cf_waf_score_rce(self) -> int:
+        """``cf.waf.score.rce``."""
+        self._score_attacks()
+        return self.__dict__["cf_waf_score_rce"]  # type: ignore[no-any-return]
+
+    @property
+    def attack_scores_computed(self) -> bool:
+        """Whether the scores were computed for this request (something read one of them), or ``cf.waf.score``
+        was set."""
+        return "cf_waf_score" in self.__dict__
 
     @property
     def waf_score(self) -> int:

@@ -23,8 +23,15 @@ In each entrypoint, rules run in order, and a rule whose expression is true acts
   anomaly score (critical 5, error 4, warning 3, notice 2) and are not recorded on their own; the score rule (the one
   with a ``score_threshold``) acts when the sum reaches its threshold, and its record lists the contributing rules.
 
-The first terminating action wins; every recorded match is in the verdict. The attack scores ``cf.waf.score*`` are
-not computed (the request's ``waf_score*`` stay at 100, "not computed").
+The first terminating action wins; every recorded match is in the verdict.
+
+The attack scores ``cf.waf.score*`` (``edgeplane.waf.attack_scores``) are computed for a request the first time
+anything reads them: a rule of any phase whose expression names them, or ``evaluate(request, score=True)`` (the
+edge asks when a Logpush job of the zone logs them). Before any phase runs, ``evaluate`` gives the request the
+firewall's scorer; when the firewall executes the OWASP Core Ruleset, the scorer runs the CRS (with that execution's
+paranoia level and disabled rules) and keeps its evaluation on the request, which the execution then reuses, so the
+CRS runs once and its family scores count wherever the scores are read. A request nothing scored pays nothing. The
+verdict carries the scores when they were computed (``Verdict.scores``).
 
 Compilation never raises on stored configuration: a rule that cannot be compiled (an invalid expression, an
 unknown ruleset, an unknown action) is left out, counted in ``edgeplane_waf_broken_rules_total`` and described in
@@ -49,6 +56,8 @@ import structlog
 from prometheus_client import Counter
 
 from edgeplane.rules import Expression, RequestFields, RulesError, compile_expression
+from edgeplane.seclang import Evaluation
+from edgeplane.waf.attack_scores import AttackScores, attack_scorer
 from edgeplane.waf.catalogue import (
     MANAGED_RULESET_ID,
     OWASP_RULESET_ID,
@@ -132,6 +141,7 @@ class Verdict:
     matches: tuple[Match, ...] = ()
     terminal: Match | None = None
     response: BlockResponse | None = None
+    scores: AttackScores | None = None  # the attack scores, when they were computed for the request
 
     @property
     def blocked(self) -> bool:
@@ -258,21 +268,32 @@ _NO_RULES: Final[Mapping[str, frozenset[str]]] = MappingProxyType({})
 class Firewall:
     """A compiled firewall configuration; ``evaluate`` decides a request. Immutable and safe to share."""
 
-    def __init__(self, stages: tuple[_Stage, ...], index: PatternIndex, problems: tuple[str, ...], size: int) -> None:
+    def __init__(
+        self,
+        stages: tuple[_Stage, ...],
+        index: PatternIndex,
+        problems: tuple[str, ...],
+        size: int,
+        core: _CorePlan | None = None,
+    ) -> None:
+        """``core``: the Core Ruleset execution whose CRS evaluation the attack scores count (the first one)."""
         self._stages = stages
         self._index = index
         self.problems = problems
         self.rule_count = size
+        self._attack_scorer = functools.partial(_attack_scores, core)
 
     @property
     def empty(self) -> bool:
         """Whether no rule can ever match (nothing to evaluate)."""
         return self.rule_count == 0
 
-    def evaluate(self, request: RequestFields) -> Verdict:
-        """Runs the phases on ``request``: the verdict (``ALLOWED`` when nothing matched). Never raises."""
+    def evaluate(self, request: RequestFields, *, score: bool = False) -> Verdict:
+        """Runs the phases on ``request``: the verdict (``ALLOWED`` when nothing matched and no attack score was
+        computed). With ``score`` the attack scores are computed whether or not a rule read them. Never raises."""
+        request.attack_scorer = self._attack_scorer
         if not self._stages:
-            return ALLOWED
+            return _scored_verdict(request) if score else ALLOWED
         try:
             candidates: set[int] | None = self._index.candidates(request)
         except Exception:
@@ -287,9 +308,10 @@ class Firewall:
             run.source, run.phase = stage.source, stage.phase
             if any(self._run(entrypoint, run) for entrypoint in stage.entrypoints):
                 break
-        if not run.matches:
+        scores = _scores(request) if score or request.attack_scores_computed else None
+        if not run.matches and scores is None:
             return ALLOWED
-        return Verdict(matches=tuple(run.matches), terminal=run.terminal, response=run.response)
+        return Verdict(matches=tuple(run.matches), terminal=run.terminal, response=run.response, scores=scores)
 
     def _run(self, ruleset: _Ruleset, run: _Run) -> bool:
         """Runs one ruleset; True when a terminating action ended evaluation."""
@@ -357,7 +379,7 @@ class Firewall:
         CRS fired them (``score``: adds its score). The score and its contributors, or None when a terminating
         action ended evaluation."""
         try:
-            evaluation = core.crs.evaluate(run.request, paranoia_level=core.paranoia_level, disabled=core.disabled)
+            evaluation = _core_evaluation(run.request, core)
         except Exception:
             _BROKEN_AT_EVALUATION.inc()
             log.exception("the OWASP Core Rule Set failed on a request")
@@ -387,6 +409,51 @@ class Firewall:
 
 
 _MATCHED_DATA_BYTES: Final = 128
+
+
+def _core_evaluation(request: RequestFields, core: _CorePlan) -> Evaluation:
+    """The CRS's evaluation of ``request`` for the execution ``core``: run once, kept on the request for the
+    other reader (the attack scores, the execution)."""
+    kept = request.core_evaluation
+    if kept is not None and kept[0] is core:
+        return kept[1]  # type: ignore[no-any-return]
+    evaluation = core.crs.evaluate(request, paranoia_level=core.paranoia_level, disabled=core.disabled)
+    request.core_evaluation = (core, evaluation)
+    return evaluation
+
+
+def _attack_scores(core: _CorePlan | None, request: RequestFields) -> tuple[int, int, int, int]:
+    """A firewall's ``RequestFields.attack_scorer``: the request's scores, with the CRS's family scores when the
+    firewall executes the Core Ruleset (``core``); without them if the CRS fails on the request."""
+    evaluation: Evaluation | None = None
+    if core is not None:
+        try:
+            evaluation = _core_evaluation(request, core)
+        except Exception:
+            _BROKEN_AT_EVALUATION.inc()
+            log.exception("the OWASP Core Rule Set failed on a request")
+    return attack_scorer().score(request, evaluation).as_tuple()
+
+
+def _scores(request: RequestFields) -> AttackScores:
+    """The request's attack scores, computed now if nothing read them before."""
+    return AttackScores(
+        request.cf_waf_score, request.cf_waf_score_sqli, request.cf_waf_score_xss, request.cf_waf_score_rce
+    )
+
+
+def _scored_verdict(request: RequestFields) -> Verdict:
+    return Verdict(scores=_scores(request))
+
+
+def scored_verdict(request: RequestFields) -> Verdict:
+    """The verdict of a request of a zone without a firewall whose attack scores are wanted (for its log record):
+    no match, and the scores (without the CRS's, which no firewall runs)."""
+    request.attack_scorer = _UNFIREWALLED_SCORER
+    return _scored_verdict(request)
+
+
+_UNFIREWALLED_SCORER: Final = functools.partial(_attack_scores, None)
 
 
 def _crs_ids(core: _CorePlan, rule_ids: list[str]) -> list[str]:
@@ -435,7 +502,8 @@ def compile_firewall(
         ruleset.index(index.indexed)
     for problem in compiler.problems:
         log.warning("WAF rule left out", problem=problem)
-    return Firewall(tuple(stages), index, tuple(compiler.problems), len(compiler.rules))
+    core = next((ruleset.core for ruleset in compiler.rulesets if ruleset.core is not None), None)
+    return Firewall(tuple(stages), index, tuple(compiler.problems), len(compiler.rules), core)
 
 
 def _entrypoints(value: Sequence[Mapping[str, Any]] | Sequence[Entrypoint]) -> list[Entrypoint]:
