@@ -17,7 +17,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Scope
 
-from edgeplane.api import accounts, logpush, previous_waf, rulesets, tokens, waf_migration, web3_hostnames, zones
+from edgeplane.api import (
+    accounts,
+    logpush,
+    previous_waf,
+    rulesets,
+    tokens,
+    waf_migration,
+    web3_hostnames,
+    zone_settings,
+    zones,
+)
 from edgeplane.api.endpoint import ApiRoute, ControlPlane, envelope_response
 from edgeplane.api.errors import not_found
 from edgeplane.api.permissions import (
@@ -123,7 +133,12 @@ def v4_table(plane: ControlPlane) -> list[ApiRoute]:
             ApiRoute(base + "/validate/destination/exists", "POST", logpush.destination_exists, logs_write),
             ApiRoute(base + "/validate/origin", "POST", logpush.validate_origin, logs_read),
         ]
-    return table + rulesets.ROUTES + previous_waf.ROUTES + waf_migration.ROUTES
+    # The waf setting's own routes (previous_waf) come before the other zone settings' {setting_id} routes.
+    table += [
+        ApiRoute("/zones/{zone_id}/logpush/edge/jobs", "GET", logpush.list_edge_jobs, logs_read),
+        ApiRoute("/zones/{zone_id}/logpush/edge/jobs", "POST", logpush.create_edge_job, logs_write),
+    ]
+    return table + rulesets.ROUTES + previous_waf.ROUTES + waf_migration.ROUTES + zone_settings.ROUTES
 
 
 def v4_routes(plane: ControlPlane) -> list[BaseRoute]:

@@ -427,3 +427,26 @@ def validate_origin(request: ApiRequest) -> ApiResult:
     except OutputOptionsError as error:
         return ApiResult({"valid": False, "message": str(error)})
     return ApiResult({"valid": True, "message": ""})
+
+
+# -- Instant Logs -------------------------------------------------------------------------------------------------
+
+INSTANT_LOGS_UNSUPPORTED = 1010
+
+
+def list_edge_jobs(request: ApiRequest) -> ApiResult:
+    """``GET /zones/{zone_id}/logpush/edge/jobs``: the zone's Instant Logs sessions, always none (edgeplane streams
+    no Instant Logs; ``edgeplane logs tail`` follows the records on the machine)."""
+    request_scope(request)
+    return ApiResult([])
+
+
+def create_edge_job(request: ApiRequest) -> ApiResult:
+    """``POST /zones/{zone_id}/logpush/edge/jobs``: refused (400, code 1010): edgeplane has no WebSocket stream of
+    records to hand out; a Logpush job or ``edgeplane logs tail`` gives the same records."""
+    request_scope(request, write=True)
+    raise bad_request(
+        "Instant Logs are not supported by edgeplane: create a Logpush job, or follow the records with "
+        "`edgeplane logs tail --filter ...` on the machine",
+        code=INSTANT_LOGS_UNSUPPORTED,
+    )

@@ -30,13 +30,18 @@ def edit_waf_setting(request: ApiRequest) -> ApiResult:
     zone = previous_waf_zone(request, write=True)
     body = require_object(request.body)
     reject_unknown(body, {"value"})
-    value = body.get("value")
+    return ApiResult(set_waf_setting(request, zone.id, body.get("value"), "/value"), changed=True)
+
+
+def set_waf_setting(request: ApiRequest, zone_id: str, value: Any, pointer: str) -> dict[str, Any]:
+    """Stores ``value`` (``on`` or ``off``, else a 400 at ``pointer``) as the zone's ``waf`` setting; answers the
+    setting. The caller has checked that the zone's previous WAF is there and that it may change it."""
     if value not in ("on", "off"):
-        raise bad_request('value must be "on" or "off"', pointer="/value")
-    state = previous_waf_state(request.session, zone.id, for_update=True)
+        raise bad_request('value must be "on" or "off"', pointer=pointer)
+    state = previous_waf_state(request.session, zone_id, for_update=True)
     state.setting = value
     state.setting_modified_on = utc_now()
-    return ApiResult(setting_json(state), changed=True)
+    return setting_json(state)
 
 
 _READ, _WRITE = path_read("zone_settings"), path_write("zone_settings")
