@@ -107,6 +107,8 @@ _STRUCTURED_PROCESSORS = frozenset({b"XML", b"JSON", b"MULTIPART"})
 _SCORE_WEIGHTS = frozenset(
     {"critical_anomaly_score", "error_anomaly_score", "warning_anomaly_score", "notice_anomaly_score"}
 )
+# Variables whose value is new in every request.
+_NEW_IN_EVERY_REQUEST = frozenset({"UNIQUE_ID", "DURATION"})
 _PHASE1_FALLBACK = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
 # Operators that cost less than remembering their answer; the others (patterns, libinjection, validations, IP
 # networks) remember it for the values they have seen: operators are pure functions of the value.
@@ -879,13 +881,15 @@ def _may_write(setvar: SetVar, collection: str, name: str) -> bool:
 
 def _prefilter_rule(rule: _Rule, data_dir: Path) -> PrefilterRule | None:
     """The rule as the prefilter sees it, when its first link is a pattern (not negated, argument without macros)
-    on targets that read only the request and count nothing."""
+    on targets that read only the request, count nothing and are not new in every request (``UNIQUE_ID``,
+    ``DURATION``: searching them ahead is work no memory saves, for rules a request seldom reaches, such as CRS's
+    sampling rules)."""
     if (
         rule.operator is None
         or rule.negated
         or rule.unconditional
         or rule.targets_key is None
-        or any(target.counted for target in rule.targets)
+        or any(target.counted or target.collection in _NEW_IN_EVERY_REQUEST for target in rule.targets)
     ):
         return None
     pattern = superset_pattern(rule.operator_name, rule.operator_argument, data_dir=data_dir)

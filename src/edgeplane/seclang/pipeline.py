@@ -31,7 +31,7 @@ class Pipeline:
     every step's output that differs from the one before. Raises ``UnknownTransformation`` for a name that is not
     implemented."""
 
-    __slots__ = ("_memo", "_word_forms", "functions", "key", "multi_match")
+    __slots__ = ("_memo", "functions", "key", "multi_match", "word_forms")
 
     def __init__(self, names: tuple[str, ...], *, multi_match: bool = False) -> None:
         self.functions = tuple(transformation(name) for name in names)
@@ -40,22 +40,30 @@ class Pipeline:
         self._memo: BoundedMemo[bytes, tuple[bytes, ...]] = BoundedMemo(
             self._run, max_entries=MEMO_MAX_ENTRIES, max_length=MEMO_MAX_LENGTH
         )
-        self._word_forms = _word_forms(names, multi_match=multi_match)
+        # What the pipeline gives for a word, as forms of it; None when it does more than change the case. Two
+        # pipelines with the same forms give the same values for every word.
+        self.word_forms = _word_forms(names, multi_match=multi_match)
 
     def __call__(self, value: bytes) -> tuple[bytes, ...]:
         if not self.functions:
             return (value,)
-        forms = self._word_forms
-        if forms is not None and value.isalnum():
-            if len(forms) == 1:
-                return (_word_in(forms[0], value),)
-            outputs = [value]
-            for form in forms[1:]:
-                output = _word_in(form, value)
-                if output != outputs[-1]:  # as the steps do: a case change that changes nothing is no new value
-                    outputs.append(output)
-            return tuple(outputs)
+        if self.word_forms is not None and value.isalnum():
+            return self.on_word(value)
         return self._memo(value)
+
+    def on_word(self, word: bytes) -> tuple[bytes, ...]:
+        """What the pipeline gives for ``word``, which must be a word (``word.isalnum()``) when ``word_forms`` is
+        not None."""
+        forms = self.word_forms
+        assert forms is not None
+        if len(forms) == 1:
+            return (_word_in(forms[0], word),)
+        outputs = [word]
+        for form in forms[1:]:
+            output = _word_in(form, word)
+            if output != outputs[-1]:  # as the steps do: a case change that changes nothing is no new value
+                outputs.append(output)
+        return tuple(outputs)
 
     def _run(self, value: bytes) -> tuple[bytes, ...]:
         if not self.multi_match:

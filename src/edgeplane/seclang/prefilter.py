@@ -172,13 +172,24 @@ class _PipelineSet:
 class _Readers:
     """The rules that read one kind of value (a source's member) and what a value hits among them."""
 
-    __slots__ = ("_all", "_memo", "indexes", "sets")
+    __slots__ = ("_all", "_memo", "_other_sets", "_word_groups", "indexes", "sets")
 
     def __init__(self, indexes: frozenset[int], sets: Sequence[_PipelineSet]) -> None:
         self.indexes = indexes
         self.sets = tuple(
             pattern_set for pattern_set in sets if any(index in indexes for index, _ in pattern_set.rules)
         )
+        # For a word (ASCII letters and digits), the pipelines that only keep or change its case, by what they give
+        # (one pipeline of each kind stands for its kind), and the others, which run.
+        by_forms: dict[tuple[str, ...], tuple[Pipeline, list[_PipelineSet]]] = {}
+        self._other_sets: list[_PipelineSet] = []
+        for pattern_set in self.sets:
+            forms = pattern_set.pipeline.word_forms
+            if forms is None:
+                self._other_sets.append(pattern_set)
+            else:
+                by_forms.setdefault(forms, (pattern_set.pipeline, []))[1].append(pattern_set)
+        self._word_groups = tuple(by_forms.values())
         self._all: _PipelineSet | None = None
         self._memo: BoundedMemo[bytes, frozenset[int]] = BoundedMemo(
             self._slots, max_entries=_MEMO_MAX_ENTRIES, max_length=_MEMO_MAX_LENGTH
@@ -189,7 +200,14 @@ class _Readers:
 
     def _slots(self, value: bytes) -> frozenset[int]:
         produced_by: dict[bytes, list[_PipelineSet]] = {}
-        for pattern_set in self.sets:
+        if value.isalnum():
+            for pipeline, sets in self._word_groups:
+                for output in pipeline.on_word(value):
+                    produced_by.setdefault(output, []).extend(sets)
+            running: Sequence[_PipelineSet] = self._other_sets
+        else:
+            running = self.sets
+        for pattern_set in running:
             for output in pattern_set.pipeline(value):
                 produced_by.setdefault(output, []).append(pattern_set)
         slots: set[int] = set()
