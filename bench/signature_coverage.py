@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import structlog
+
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 for entry in (REPO_ROOT, REPO_ROOT / "src"):
     if str(entry) not in sys.path:
@@ -267,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--paranoia-level", type=int, action="append", choices=PARANOIA_LEVELS)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout holds the report only
     levels = args.paranoia_level or list(PARANOIA_LEVELS)
     thresholds = args.threshold or list(THRESHOLDS)
     document = report(judge(attack_requests(), levels), levels, thresholds)
