@@ -147,7 +147,10 @@ class EdgeRouter:
         zone = exchange.zone
         snapshot = self.snapshots.current
         firewall = snapshot.firewall(zone.zone_id) if zone is not None else None
-        scored = zone is not None and zone.zone_id in self._score_logging_zones(snapshot)
+        scored_in, scored_zones = self._scored
+        if scored_in is not snapshot:
+            scored_zones = self._score_logging_zones(snapshot)
+        scored = zone is not None and zone.zone_id in scored_zones
         if firewall is not None:
             verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange), score=scored)
             if verdict.blocked:
@@ -162,11 +165,9 @@ class EdgeRouter:
         return self._awaited(answer, exchange)
 
     def _score_logging_zones(self, snapshot: ConfigSnapshot) -> frozenset[str]:
-        """``score_logging_zones`` of the snapshot, found once per snapshot."""
-        found, zones = self._scored
-        if found is not snapshot:
-            zones = score_logging_zones(snapshot)
-            self._scored = (snapshot, zones)
+        """``score_logging_zones`` of a new snapshot, remembered with it (``handle`` reads ``_scored`` first)."""
+        zones = score_logging_zones(snapshot)
+        self._scored = (snapshot, zones)
         return zones
 
     async def _awaited(self, answering: Awaitable[GatewayResponse], exchange: Exchange) -> EdgeResponse:

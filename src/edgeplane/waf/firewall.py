@@ -28,7 +28,7 @@ The first terminating action wins; every recorded match is in the verdict.
 The attack scores ``cf.waf.score*`` (``edgeplane.waf.attack_scores``) are computed for a request the first time
 anything reads them: a rule of any phase whose expression names them, or ``evaluate(request, score=True)`` (the
 edge asks when a Logpush job of the zone logs them). Before any phase runs, ``evaluate`` gives the request the
-firewall's scorer; when the firewall executes the OWASP Core Ruleset, the scorer runs the CRS (with that execution's
+firewall's scorer when one of its rules names a score or ``score`` is set (otherwise nothing can read them); when the firewall executes the OWASP Core Ruleset, the scorer runs the CRS (with that execution's
 paranoia level and disabled rules) and keeps its evaluation on the request, which the execution then reuses, so the
 CRS runs once and its family scores count wherever the scores are read. A request nothing scored pays nothing. The
 verdict carries the scores when they were computed (``Verdict.scores``).
@@ -275,13 +275,16 @@ class Firewall:
         problems: tuple[str, ...],
         size: int,
         core: _CorePlan | None = None,
+        reads_scores: bool = False,
     ) -> None:
-        """``core``: the Core Ruleset execution whose CRS evaluation the attack scores count (the first one)."""
+        """``core``: the Core Ruleset execution whose CRS evaluation the attack scores count (the first one);
+        ``reads_scores``: whether a rule's expression names an attack score."""
         self._stages = stages
         self._index = index
         self.problems = problems
         self.rule_count = size
         self._attack_scorer = functools.partial(_attack_scores, core)
+        self._reads_scores = reads_scores
 
     @property
     def empty(self) -> bool:
@@ -291,7 +294,9 @@ class Firewall:
     def evaluate(self, request: RequestFields, *, score: bool = False) -> Verdict:
         """Runs the phases on ``request``: the verdict (``ALLOWED`` when nothing matched and no attack score was
         computed). With ``score`` the attack scores are computed whether or not a rule read them. Never raises."""
-        request.attack_scorer = self._attack_scorer
+        reads_scores = self._reads_scores
+        if score or reads_scores:  # otherwise nothing reads them: a request pays nothing for the scores
+            request.attack_scorer = self._attack_scorer
         if not self._stages:
             return _scored_verdict(request) if score else ALLOWED
         try:
@@ -308,7 +313,7 @@ class Firewall:
             run.source, run.phase = stage.source, stage.phase
             if any(self._run(entrypoint, run) for entrypoint in stage.entrypoints):
                 break
-        scores = _scores(request) if score or request.attack_scores_computed else None
+        scores = _scores(request) if score or (reads_scores and request.attack_scores_computed) else None
         if not run.matches and scores is None:
             return ALLOWED
         return Verdict(matches=tuple(run.matches), terminal=run.terminal, response=run.response, scores=scores)
@@ -409,6 +414,7 @@ class Firewall:
 
 
 _MATCHED_DATA_BYTES: Final = 128
+_SCORE_FIELDS: Final = frozenset({"cf.waf.score", "cf.waf.score.sqli", "cf.waf.score.xss", "cf.waf.score.rce"})
 
 
 def _core_evaluation(request: RequestFields, core: _CorePlan) -> Evaluation:
@@ -503,7 +509,7 @@ def compile_firewall(
     for problem in compiler.problems:
         log.warning("WAF rule left out", problem=problem)
     core = next((ruleset.core for ruleset in compiler.rulesets if ruleset.core is not None), None)
-    return Firewall(tuple(stages), index, tuple(compiler.problems), len(compiler.rules), core)
+    return Firewall(tuple(stages), index, tuple(compiler.problems), len(compiler.rules), core, compiler.reads_scores)
 
 
 def _entrypoints(value: Sequence[Mapping[str, Any]] | Sequence[Entrypoint]) -> list[Entrypoint]:
@@ -519,6 +525,7 @@ class _Compiler:
         self.custom_rulesets = rulesets
         self.catalogue = load_catalogue()
         self.rules: list[_Rule] = []
+        self.reads_scores = False  # whether a rule's expression names an attack score
         self.prefilters: list[tuple[int, Any]] = []
         self.problems: list[str] = []
         self.rulesets: list[_Ruleset] = []
@@ -675,6 +682,8 @@ class _Compiler:
         self.rules.append(rule)
         if compiled.prefilter is not None:
             self.prefilters.append((rule.serial, compiled.prefilter))
+        if not compiled.fields.isdisjoint(_SCORE_FIELDS):
+            self.reads_scores = True
         return rule
 
     def _problem(self, problem: str) -> None:
