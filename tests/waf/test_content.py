@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from bench.waf_requests import HttpRequest, attack_requests, benign_requests
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from edgeplane.rules import RequestFields, compile_expression
@@ -224,7 +224,9 @@ CALLS = st.one_of(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(call=CALLS, request_id=st.one_of(st.integers(min_value=0, max_value=2**31), st.uuids().map(str)))
+@given(call=CALLS, request_id=st.one_of(st.integers(min_value=0, max_value=2**32), st.uuids().map(str)))
+@example(call=("eth_chainId", ()), request_id=2147483647)  # 942220's integer overflow values, as a request id
+@example(call=("eth_chainId", ()), request_id=4294967295)
 def test_generated_json_rpc_calls_score_nothing_at_pl2(
     call: tuple[str, tuple[object, ...]], request_id: object
 ) -> None:
