@@ -89,3 +89,19 @@ class PageRule(Base):
     status: Mapped[str] = mapped_column(String(16), default="disabled")
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     modified_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class FirewallFilter(Base):
+    """A filter of a zone (``/zones/{zone_id}/filters``): a Rules-language expression that firewall rules reference
+    by id. Each firewall rule keeps a copy of its filter's members (``filter_*``), which a change of the filter
+    rewrites, so what reads firewall rules needs no join."""
+
+    __tablename__ = "firewall_filters"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    zone_id: Mapped[str] = mapped_column(ForeignKey("zones.id", ondelete="CASCADE"), index=True)
+    expression: Mapped[str] = mapped_column(Text)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    description: Mapped[str] = mapped_column(Text, default="")
+    ref: Mapped[str] = mapped_column(String(50), default="")
+    created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)

@@ -5,12 +5,13 @@ all, each with the permission it needs (``ApiRoute``)."""
 from __future__ import annotations
 
 from edgeplane.api.endpoint import ApiRoute
-from edgeplane.api.previous_waf import firewall_rules, overrides, packages, page_rules, settings
+from edgeplane.api.previous_waf import filters, firewall_rules, overrides, packages, page_rules, settings
 
 ROUTES: list[ApiRoute] = [
     *settings.ROUTES,
     *packages.ROUTES,
     *overrides.ROUTES,
+    *filters.ROUTES,
     *firewall_rules.ROUTES,
     *page_rules.ROUTES,
 ]

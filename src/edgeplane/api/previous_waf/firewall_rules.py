@@ -2,10 +2,11 @@
 object, as the SDK sends it, and answers an array either way; update takes an array) and
 ``GET|PUT|DELETE /zones/{zone_id}/firewall/rules/{rule_id}`` (delete answers ``{id}``).
 
-Each rule carries its filter inline (``filter: {id, expression, paused, description}``); the expression is checked
-with the Rules language. edgeplane keeps them for the migration: a rule with action ``bypass`` and product ``waf``
-skips the previous WAF, and becomes a skip rule of the ruleset-based WAF when the zone migrates. They keep working
-after the migration.
+Each rule answers its filter inline (``filter: {id, expression, paused, description}``) and names it on create and
+update by ``{"id"}`` (a filter of ``/zones/{zone_id}/filters``) or inline, which creates or changes the filter
+(``previous_waf.filters``); the expression is checked with the Rules language. edgeplane keeps them for the
+migration: a rule with action ``bypass`` and product ``waf`` skips the previous WAF, and becomes a skip rule of the
+ruleset-based WAF when the zone migrates. They keep working after the migration.
 """
 
 from __future__ import annotations
@@ -17,19 +18,17 @@ from sqlalchemy import select
 from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, paginate, require_object
 from edgeplane.api.errors import bad_request, not_found
 from edgeplane.api.permissions import path_read, path_write
+from edgeplane.api.previous_waf.filters import copy_filter, rule_filter
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.api.zones import visible_zone, writable_zone
 from edgeplane.bootstrap import new_object_id
-from edgeplane.rules import RulesError, check_expression
 from edgeplane.store.models import utc_now
 from edgeplane.store.previous_waf_models import FirewallRule
 
 ACTIONS = ("block", "challenge", "js_challenge", "managed_challenge", "allow", "log", "bypass")
 PRODUCTS = ("zoneLockdown", "uaBlock", "bic", "hot", "securityLevel", "rateLimit", "waf")
-MAX_EXPRESSION_LENGTH = 4096
 MAX_RULES_PER_REQUEST = 1000
 _MEMBERS = frozenset({"id", "action", "description", "filter", "paused", "priority", "products", "ref"})
-_FILTER_MEMBERS = frozenset({"id", "expression", "paused", "description", "ref"})
 
 
 def firewall_rule_json(rule: FirewallRule) -> dict[str, Any]:
@@ -56,7 +55,7 @@ def firewall_rule_json(rule: FirewallRule) -> dict[str, Any]:
     return document
 
 
-def _apply(rule: FirewallRule, body: Any, pointer: str) -> None:
+def _apply(request: ApiRequest, rule: FirewallRule, body: Any, pointer: str) -> None:
     """Checks one whole rule and sets it on ``rule``; 400s point below ``pointer`` (``/0``, or empty for one)."""
     body = require_object(body)
     unknown = sorted(set(body) - _MEMBERS)
@@ -92,46 +91,9 @@ def _apply(rule: FirewallRule, body: Any, pointer: str) -> None:
     rule.paused = paused
     rule.priority = priority
     rule.ref = ref
-    _apply_filter(rule, body.get("filter"), f"{pointer}/filter")
+    named = rule_filter(request, rule.zone_id, body.get("filter"), f"{pointer}/filter", current=rule.filter_id or None)
+    copy_filter(rule, named)
     rule.modified_on = utc_now()
-
-
-def _apply_filter(rule: FirewallRule, value: Any, pointer: str) -> None:
-    if not isinstance(value, dict):
-        raise bad_request("filter must be an object with an expression", pointer=pointer)
-    unknown = sorted(set(value) - _FILTER_MEMBERS)
-    if unknown:
-        raise bad_request(f"unknown field {unknown[0]!r}", pointer=f"{pointer}/{unknown[0]}")
-    expression = value.get("expression")
-    if not isinstance(expression, str) or not expression.strip():
-        raise bad_request("filter.expression must be a Rules-language expression", pointer=f"{pointer}/expression")
-    if len(expression) > MAX_EXPRESSION_LENGTH:
-        raise bad_request(
-            f"filter.expression is longer than {MAX_EXPRESSION_LENGTH} characters", pointer=f"{pointer}/expression"
-        )
-    try:
-        check_expression(expression)
-    except RulesError as error:
-        raise bad_request(
-            f"filter.expression is not valid: {error.message} at position {error.position}",
-            code=10014,
-            pointer=f"{pointer}/expression",
-        ) from None
-    paused = value.get("paused", False)
-    if not isinstance(paused, bool):
-        raise bad_request("filter.paused must be true or false", pointer=f"{pointer}/paused")
-    description = value.get("description") or ""
-    if not isinstance(description, str) or len(description) > 500:
-        raise bad_request(
-            "filter.description must be a string of at most 500 characters", pointer=f"{pointer}/description"
-        )
-    filter_id = value.get("id")
-    if filter_id is not None and (not isinstance(filter_id, str) or len(filter_id) > 32):
-        raise bad_request("filter.id must be a filter id", pointer=f"{pointer}/id")
-    rule.filter_id = filter_id or rule.filter_id or new_object_id()
-    rule.filter_expression = expression
-    rule.filter_paused = paused
-    rule.filter_description = description
 
 
 def _rules_query(zone_id: str) -> Any:
@@ -182,7 +144,7 @@ def create_firewall_rules(request: ApiRequest) -> ApiResult:
     created = []
     for index, item in enumerate(_array(request.body, one_allowed=True)):
         rule = FirewallRule(id=new_object_id(), zone_id=zone.id, created_on=utc_now(), filter_id="")
-        _apply(rule, item, "" if one else f"/{index}")
+        _apply(request, rule, item, "" if one else f"/{index}")
         created.append(rule)
     request.session.add_all(created)
     request.session.flush()
@@ -196,7 +158,7 @@ def update_firewall_rules(request: ApiRequest) -> ApiResult:
     for index, item in enumerate(_array(request.body)):
         body = require_object(item)
         rule = _rule(request, zone.id, body.get("id"), pointer=f"/{index}/id")
-        _apply(rule, body, f"/{index}")
+        _apply(request, rule, body, f"/{index}")
         updated.append(rule)
     return ApiResult([firewall_rule_json(rule) for rule in updated], changed=True)
 
@@ -214,7 +176,7 @@ def update_firewall_rule(request: ApiRequest) -> ApiResult:
     body = require_object(request.body)
     if "id" in body and body["id"] != rule.id:
         raise bad_request("id must be the id in the path", pointer="/id")
-    _apply(rule, body, "")
+    _apply(request, rule, body, "")
     return ApiResult(firewall_rule_json(rule), changed=True)
 
 
