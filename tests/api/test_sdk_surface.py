@@ -102,3 +102,9 @@ def test_the_entrypoint_of_a_phase_edgeplane_does_not_run_is_not_found(api: Api)
     with pytest.raises(cloudflare.BadRequestError) as refused:
         by_key.rulesets.phases.update("http_ratelimit", zone_id=zone_id, rules=[])
     assert refused.value.status_code == 400
+
+
+def test_permission_groups_are_listed_to_the_sdk(api: Api) -> None:
+    groups = list(sdk_for(api).user.tokens.permission_groups.list(name="Zone Read"))
+    assert [(group.id, group.name) for group in groups] == [("c8fed203ed3043cba015a93ad1616f1f", "Zone Read")]
+    assert groups[0].scopes == ["com.cloudflare.api.account.zone"]
