@@ -7,6 +7,7 @@ import asyncio
 import marshal
 import os
 import struct
+import time
 from array import array
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ from tests.edge.test_request_log_flushes import _PLAIN, answer, flushed_alone
 from tests.support.journalled_store import JournalledStore
 from tests.support.memory_log_store import MemoryLogStore
 
+both_ways = pytest.mark.usefixtures("journal_writes")  # once on the caller's thread, once on the journal's
+
 
 async def _until(check: Any, seconds: float = 10.0) -> None:
     deadline = asyncio.get_running_loop().time() + seconds
@@ -44,6 +47,7 @@ def _open_file(directory: Path, period: int) -> Path:
     return directory / f"{period:016d}.journal"
 
 
+@both_ways
 def test_chunks_are_read_back_whole_and_a_cut_frame_ends_the_file(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path)
     journal.write(b"one")
@@ -92,6 +96,57 @@ def test_after_a_slow_write_the_journal_writes_on_its_own_thread(
     assert _open_file(tmp_path, 2).exists()  # not sealed: closed with the process
 
 
+def _stall_the_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every write to a file waits longer than ``SLOW_WRITE_SECONDS`` first, as on a disk that stalls."""
+    real_write = os.write
+
+    def stalling_write(descriptor: int, data: bytes) -> int:
+        time.sleep(request_journal.SLOW_WRITE_SECONDS * 3)
+        return real_write(descriptor, data)
+
+    monkeypatch.setattr(request_journal.os, "write", stalling_write)
+
+
+def test_flush_returns_once_the_journals_thread_has_written_and_sealed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stall_the_disk(monkeypatch)
+    journal = RequestJournal(tmp_path)
+    journal.write(b"first")  # slow: the journal's thread takes over
+    assert journal.threaded
+    journal.write(b"second")
+    journal.seal()
+    journal.write(b"third")
+    journal.flush()
+    assert sealed_periods(tmp_path) == [0]
+    assert read_sealed(tmp_path, 0) == [b"first", b"second"]
+    assert _open_file(tmp_path, 1).stat().st_size == 8 + len(b"third")
+    journal.close()
+
+
+async def test_a_request_logs_flush_on_a_stalling_disk_leaves_its_rows_sealed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``RequestLog.flush`` (shutdown, scripts) means flushed even when the disk stalls: the period is sealed on disk
+    when it returns, and ``close`` leaves nothing behind."""
+    journal = RequestJournal(tmp_path)
+    log = RequestLog(journal, flush_interval=3600)
+    _stall_the_disk(monkeypatch)
+    log.emit(_answers(3))
+    log.flush()  # the first write is slow: the thread takes over
+    assert journal.threaded
+    log.emit(_answers(2))
+    log.flush()  # on the thread, and still sealed on return
+    assert sealed_periods(tmp_path) == [0, 1]
+    log.emit(_answers(4))
+    log.close()
+    assert sealed_periods(tmp_path) == [0, 1, 2]
+    monkeypatch.undo()
+    store = JournalledStore(tmp_path)
+    assert len(store.records[HTTP_REQUESTS]) == 9
+
+
+@both_ways
 def test_a_new_journal_seals_what_a_dead_writer_left_and_numbers_on(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path)
     journal.write(b"a")
@@ -109,6 +164,7 @@ def test_a_new_journal_seals_what_a_dead_writer_left_and_numbers_on(tmp_path: Pa
     assert seal_leftovers(tmp_path) == []
 
 
+@both_ways
 def test_a_failed_write_is_cut_off_and_tried_again_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_write = os.write
     failures = iter([False, True, True, False, False, False])
@@ -124,28 +180,33 @@ def test_a_failed_write_is_cut_off_and_tried_again_in_order(tmp_path: Path, monk
     journal.write(b"one")
     journal.write(b"two")  # fails
     journal.write(b"three")  # "two" fails again; both wait
+    journal.flush()
     assert journal.write_errors == 2
     journal.seal()  # written at last, in order
     journal.close()
     assert read_sealed(tmp_path, 0) == [b"one", b"two", b"three"]
 
 
+@both_ways
 def test_a_backlog_over_its_bound_loses_its_oldest_periods(tmp_path: Path) -> None:
     """While the delivery process takes nothing, the sealed periods are bounded: the oldest go first."""
     journal = RequestJournal(tmp_path, max_backlog_bytes=250)
     for period in range(5):
         journal.write(bytes([period]) * 92)  # 100 bytes with the frame
         journal.seal()
+    journal.flush()
     assert sealed_periods(tmp_path) == [3, 4]
     delete_sealed(tmp_path, 3)  # taken
     delete_sealed(tmp_path, 4)
     for _ in range(2):
         journal.write(b"x" * 92)
         journal.seal()
+    journal.flush()
     assert sealed_periods(tmp_path) == [5, 6]  # the taken ones no longer count
     journal.close()
 
 
+@both_ways
 def test_sealing_a_period_without_rows_makes_no_file(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path)
     journal.seal()
@@ -182,6 +243,7 @@ def _answers(count: int, **changes: Any) -> list[Any]:
     return [answer(number, {**_PLAIN, "query": b"n=%d" % (number % 3), **changes}) for number in range(count)]
 
 
+@both_ways
 async def test_rows_of_a_worker_that_died_reach_the_store(tmp_path: Path) -> None:
     each = _answers(25)
     expected = await asyncio.to_thread(lambda: [flushed_alone(one) for one in each])  # outside a loop: one by one
@@ -201,6 +263,7 @@ async def test_rows_of_a_worker_that_died_reach_the_store(tmp_path: Path) -> Non
     assert os.listdir(tmp_path) == []
 
 
+@both_ways
 async def test_a_firewall_match_and_an_odd_row_are_journalled_too(tmp_path: Path) -> None:
     store = JournalledStore(tmp_path)
     log = store.log(flush_interval=0.01, seal_interval=3600)
@@ -216,6 +279,7 @@ async def test_a_firewall_match_and_an_odd_row_are_journalled_too(tmp_path: Path
     assert len(fresh.records[FIREWALL_EVENTS]) == 1
 
 
+@both_ways
 async def test_a_period_goes_to_a_real_store_once_sealed_and_its_file_then(tmp_path: Path) -> None:
     journal = RequestJournal(tmp_path / "journal")
     with SegmentedLogStore(tmp_path / "store") as store:
@@ -232,6 +296,7 @@ async def test_a_period_goes_to_a_real_store_once_sealed_and_its_file_then(tmp_p
     log.close()
 
 
+@both_ways
 def test_a_damaged_chunk_ends_its_period_and_the_chunks_before_it_are_taken(tmp_path: Path) -> None:
     store = JournalledStore(tmp_path)
     log = store.log(flush_interval=3600)
@@ -244,6 +309,7 @@ def test_a_damaged_chunk_ends_its_period_and_the_chunks_before_it_are_taken(tmp_
     assert os.listdir(tmp_path) == []
 
 
+@both_ways
 async def test_closing_seals_everything(tmp_path: Path) -> None:
     store = JournalledStore(tmp_path)
     log = store.log(flush_interval=0.01, seal_interval=3600)
@@ -255,6 +321,7 @@ async def test_closing_seals_everything(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == []
 
 
+@both_ways
 def test_a_period_that_cannot_be_taken_is_set_aside_and_the_rest_go_on(tmp_path: Path) -> None:
     first, second = JournalledStore(tmp_path / "a"), JournalledStore(tmp_path / "b")
     emit(first.log(), ray_id="000000000000000a")
@@ -282,6 +349,7 @@ class SlowStore(MemoryLogStore):
         return self.written
 
 
+@both_ways
 def test_periods_a_slow_store_has_not_written_stay_and_are_not_appended_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -301,6 +369,7 @@ def test_periods_a_slow_store_has_not_written_stay_and_are_not_appended_twice(
     assert len(store.records[HTTP_REQUESTS]) == 2
 
 
+@both_ways
 def test_the_backlog_bound_counts_what_an_earlier_process_left(tmp_path: Path) -> None:
     earlier = RequestJournal(tmp_path)
     for period in range(3):
@@ -310,6 +379,7 @@ def test_the_backlog_bound_counts_what_an_earlier_process_left(tmp_path: Path) -
     later = RequestJournal(tmp_path, max_backlog_bytes=250)
     later.write(b"x" * 92)
     later.seal()
+    later.flush()
     assert sealed_periods(tmp_path) == [2, 3]
     later.close()
 
@@ -328,6 +398,7 @@ class _RefusingRowsOnce(MemoryLogStore):
         super().append_rows(dataset, rows)
 
 
+@both_ways
 def test_a_period_the_store_took_in_part_goes_on_from_the_part_it_refused(tmp_path: Path) -> None:
     """A period whose batch the store took and whose rows kept whole it refused: the next take appends those rows,
     not the batch again."""

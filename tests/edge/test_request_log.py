@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import Exchange
@@ -24,6 +25,8 @@ from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.firewall import Match, Verdict
 from tests.support.journalled_store import JournalledStore
 from tests.support.memory_log_store import MemoryLogStore
+
+pytestmark = pytest.mark.usefixtures("journal_writes")  # each test once per way the journal writes
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
 STARTED = 1_700_000_000_000_000_000

@@ -103,6 +103,7 @@ def test_a_record_does_not_depend_on_the_rows_flushed_with_it(details: list[dict
         assert record["EdgeTimeToFirstByteMs"] >= 0
 
 
+@pytest.mark.usefixtures("journal_writes")  # once per way the journal writes
 def test_the_values_of_a_mixed_flush() -> None:
     one = answer(1, {**_PLAIN, "query": b"a=1", "headers": [(b"user-agent", b"web3.py/7")], "country": "nz"})
     two = answer(2, {**_PLAIN, "http_version": "1.0", "server": None, "asn": 64500, "elapsed_ns": -1})

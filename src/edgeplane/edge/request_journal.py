@@ -28,7 +28,9 @@ edge more than the write (about 1 µs a request, paired at concurrency 16 on one
 the interpreter's lock from the loop, twice. A write only waits for the disk when the kernel holds too much unwritten
 data, which a stalled disk causes; so the first write that takes longer than ``SLOW_WRITE_SECONDS`` makes the journal
 hand every later write and seal to a thread of its own, for the rest of the process's life, and the loop does
-not wait on the disk again.
+not wait on the disk again. ``flush`` (and ``close``) return only once that thread has performed every write and seal
+sent before them: they are for shutdown, scripts and tests, which want the files on disk, never for the loop's
+periodic writes.
 """
 
 from __future__ import annotations
@@ -75,7 +77,9 @@ class RequestJournal:
         earlier = sealed + _periods(directory, _SET_ASIDE)
         self.period = max(earlier) + 1 if earlier else 0  # the period new chunks belong to: never a used number
         self.write_errors = 0
-        self._queue: queue.SimpleQueue[tuple[str, int, bytes]] = queue.SimpleQueue()
+        # Writes and seals for the thread; ``Queue`` rather than ``SimpleQueue`` so that ``flush`` can wait until
+        # every one sent is performed (``join``): the thread's writes wait on the disk anyway.
+        self._queue: queue.Queue[tuple[str, int, bytes]] = queue.Queue()
         self._thread: threading.Thread | None = None  # started by the first slow write
         self._descriptor, self._open_period = -1, -1  # the file being written, and its period (-1: none)
         self._size = 0  # the bytes of whole frames in it
@@ -102,9 +106,15 @@ class RequestJournal:
         self._send("seal", self.period, b"")
         self.period += 1
 
+    def flush(self) -> None:
+        """Returns once every write and seal sent before this call is performed: at once while writes are on the
+        caller's thread, else when the journal's thread has done them (as long as the disk takes)."""
+        if self._thread is not None:
+            self._queue.join()
+
     def close(self) -> None:
-        """Writes what was sent, stops the thread if there is one, and closes the file (unsealed: call ``seal``
-        first to hand its rows over)."""
+        """Performs every write and seal sent before this call, stops the thread if there is one, and closes the
+        file (unsealed: call ``seal`` first to hand its rows over)."""
         if self._thread is not None:
             self._queue.put(("close", 0, b""))
             self._thread.join()
@@ -126,9 +136,14 @@ class RequestJournal:
     def _run(self) -> None:
         while True:
             action, period, data = self._queue.get()
-            if action == "close":
-                return
-            self._perform(action, period, data)
+            try:
+                if action == "close":
+                    return
+                self._perform(action, period, data)
+            except Exception:  # the thread must outlive one bad write: later ones, and ``flush``, wait on it
+                log.exception("request journal: a write failed on the journal's thread", action=action, period=period)
+            finally:
+                self._queue.task_done()
 
     def _perform(self, action: str, period: int, data: bytes) -> None:
         if action == "write":

@@ -121,15 +121,18 @@ class RequestLog:
             self._timer = loop.call_later(self.flush_interval, self._look)
 
     def flush(self) -> None:
-        """Journals every record emitted so far and seals the period now (also on shutdown)."""
+        """Journals every record emitted so far, seals the period now, and returns once the journal has written
+        and sealed them, on its thread too (after a slow write): for shutdown, scripts and tests, which then find
+        the period sealed on disk. The loop's own looks (every ``flush_interval``) never wait so."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self._journal_rows()
         self._seal()
+        self.journal.flush()
 
     def close(self) -> None:
-        """Journals and seals what waits, and closes the journal (on shutdown)."""
+        """Journals and seals what waits, and closes the journal once it has written them all (on shutdown)."""
         self.flush()
         self.journal.close()
 
