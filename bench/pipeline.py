@@ -60,7 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -85,7 +85,7 @@ from edgeplane.logs.destination_conf import parse_destination_conf  # noqa: E402
 from edgeplane.logs.destinations import Destination, DestinationPolicy, open_destination  # noqa: E402
 from edgeplane.logs.destinations.address_guard import AddressPolicy  # noqa: E402
 from edgeplane.logs.log_store import Batch, ColumnBatch, LogStoreFullError, SegmentedLogStore  # noqa: E402
-from edgeplane.logs.record_columns import combined, rows_of  # noqa: E402
+from edgeplane.logs.record_columns import COMPRESSIONS, Compression, combined, rows_of  # noqa: E402
 from edgeplane.logs.record_format import GZIP_LIBRARY, gzip_batch  # noqa: E402
 from edgeplane.store.snapshot import ConfigSnapshot, ZoneRoute  # noqa: E402
 
@@ -225,12 +225,16 @@ def edge_records(count: int, seed: int) -> Iterator[dict[str, Any]]:
         yield record
 
 
-def fill_store(directory: Path, count: int, seed: int, block_records: int = BLOCK_RECORDS) -> int:
+def fill_store(
+    directory: Path, count: int, seed: int, block_records: int = BLOCK_RECORDS, compression: Compression = "zstd"
+) -> int:
     """Writes ``count`` records into a new store at ``directory`` in column blocks of ``block_records``, as the edge
-    does; returns their size in bytes as JSON lines."""
+    does, compressed with ``compression``; returns their size in bytes as JSON lines."""
     total = 0
     dumps = orjson.dumps
-    store = SegmentedLogStore(directory, datasets=[DATASET], retention_bytes=1 << 50, flush_interval=3600)
+    store = SegmentedLogStore(
+        directory, datasets=[DATASET], retention_bytes=1 << 50, flush_interval=3600, compression=compression
+    )
     try:
         store.save_cursor(DATASET, PIN_JOB_ID, 0)
         chunk: list[dict[str, Any]] = []
@@ -325,9 +329,14 @@ class _TimedStore:
         return batch
 
     def read_columns(
-        self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20
+        self,
+        dataset: str,
+        position: int,
+        max_records: int = 10_000,
+        max_bytes: int = 8 << 20,
+        columns: Collection[str] | None = None,
     ) -> ColumnBatch:
-        batch = self.store.read_columns(dataset, position, max_records, max_bytes)
+        batch = self.store.read_columns(dataset, position, max_records, max_bytes, columns)
         if not batch.parts and self.first_empty_read is None:
             self.first_empty_read = time.perf_counter()
         return batch
@@ -744,7 +753,8 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         directory = scratch / "logs"
         _say(progress, f"delivery: writing {args.records:,} records into the log store ...")
         filled = time.perf_counter()
-        store_bytes = fill_store(directory, args.records, args.seed, args.block_records)
+        store_bytes = fill_store(directory, args.records, args.seed, args.block_records, args.compression)
+        disk_bytes = sum(path.stat().st_size for path in directory.rglob("*.seg"))
         _say(progress, f"  {store_bytes / 1e6:.0f} MB in {time.perf_counter() - filled:.1f} s; starting SeaweedFS ...")
         seaweed = stack.enter_context(SeaweedS3())
         seaweed.client().create_bucket(Bucket=BUCKET)
@@ -797,6 +807,8 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
     return {
         "records": args.records,
         "store_bytes": store_bytes,
+        "disk_bytes": disk_bytes,
+        "compression": args.compression,
         "selected": selected,
         "rounds": {kind: [asdict(result) for result in passes] for kind, passes in results.items()},
         "best": {kind: asdict(max(passes, key=lambda r: r.records_per_second)) for kind, passes in results.items()},
@@ -818,7 +830,8 @@ def report_delivery(document: dict[str, Any]) -> dict[str, Any]:
     best = document["best"]
     print(
         f"\ndelivery: {document['records']:,} records ({document['store_bytes'] / document['records']:.0f} bytes"
-        f" each), filter selects {document['selected']['filtered']:,}; best of {len(document['rounds']['floor'])}"
+        f" each as JSON, {document['disk_bytes'] / document['records']:.0f} in the store, {document['compression']}),"
+        f" filter selects {document['selected']['filtered']:,}; best of {len(document['rounds']['floor'])}"
         f" rounds; gzip: {GZIP_LIBRARY}"
     )
     print(
@@ -952,6 +965,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="seed of the generated records")
     parser.add_argument(
         "--block-records", type=int, default=BLOCK_RECORDS, help=f"records per store block (default {BLOCK_RECORDS})"
+    )
+    parser.add_argument(
+        "--compression", choices=COMPRESSIONS, default="zstd", help="of the store's blocks (default zstd, the store's)"
     )
     parser.add_argument("--profile", type=Path, help="also profile a filtered pass, writing cProfile stats here")
     parser.add_argument("--emission-rounds", type=int, default=5, help="emission rounds per side (default 5)")

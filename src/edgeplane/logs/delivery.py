@@ -236,7 +236,11 @@ class JobDelivery:
             position = batch.positions[index]
             try:
                 read = store.read_columns(
-                    dataset, position, max_records=min(room, _READ_RECORDS), max_bytes=_READ_BYTES
+                    dataset,
+                    position,
+                    max_records=min(room, _READ_RECORDS),
+                    max_bytes=_READ_BYTES,
+                    columns=plan.needed,
                 )
             except PositionLostError as lost:
                 log.error("records were deleted by retention before delivery", job=plan.job_id, lost=lost.lost)

@@ -69,7 +69,7 @@ import re
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -78,7 +78,7 @@ import orjson
 import pyarrow as pa
 from isal.isal_zlib import crc32  # the same CRC-32 as zlib's, many times faster on large blocks
 
-from edgeplane.logs.record_columns import conform, decode_block, encode_batch, encode_rows, lines_of
+from edgeplane.logs.record_columns import Compression, conform, decode_block, encode_batch, encode_rows, lines_of
 
 SEGMENT_SUFFIX: Final = ".seg"
 CURSOR_SUFFIX: Final = ".cursor"
@@ -218,9 +218,16 @@ class LogStore(Protocol):
         ...
 
     def read_columns(
-        self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20
+        self,
+        dataset: str,
+        position: int,
+        max_records: int = 10_000,
+        max_bytes: int = 8 << 20,
+        columns: Collection[str] | None = None,
     ) -> ColumnBatch:
-        """Like ``read``, with the records in the form they are stored (see ``ColumnBatch``)."""
+        """Like ``read``, with the records in the form they are stored (see ``ColumnBatch``); with ``columns``,
+        blocks kept in columns may hold only those of their columns (a reader that needs a few of them does not
+        decompress the others)."""
         ...
 
     def load_cursor(self, dataset: str, job_id: int) -> int | None:
@@ -330,6 +337,7 @@ class SegmentedLogStore:
         max_buffer_bytes: int = 64 << 20,
         retention_bytes: int = 1 << 30,
         retention_seconds: float | None = None,
+        compression: Compression = "zstd",
         datasets: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory)
@@ -341,6 +349,7 @@ class SegmentedLogStore:
         self.max_buffer_bytes = max_buffer_bytes
         self.retention_bytes = retention_bytes
         self.retention_seconds = retention_seconds
+        self.compression: Compression = compression
         self._lock = threading.Lock()  # guards pending records and counters; held only for list operations
         self._write_lock = threading.Lock()  # serialises file writes, syncs and segment deletion
         self._flushed = threading.Condition(self._lock)
@@ -400,7 +409,7 @@ class SegmentedLogStore:
             return
         batch = conform(dataset, batch)
         blocks = [
-            _ColumnBlock(encode_batch(part), part.num_rows)
+            _ColumnBlock(encode_batch(part, self.compression), part.num_rows)
             for part in (batch.slice(start, _ROWS_PER_BLOCK) for start in range(0, batch.num_rows, _ROWS_PER_BLOCK))
         ]
         self._accept(dataset, blocks, sum(len(block.payload) for block in blocks), batch.num_rows)
@@ -496,15 +505,27 @@ class SegmentedLogStore:
         return Batch(records, position, next_position)
 
     def read_columns(
-        self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20
+        self,
+        dataset: str,
+        position: int,
+        max_records: int = 10_000,
+        max_bytes: int = 8 << 20,
+        columns: Collection[str] | None = None,
     ) -> ColumnBatch:
         """See ``LogStore.read_columns``. A block kept in columns counts towards ``max_bytes`` by its encoded size,
         shared equally among its records."""
-        parts, next_position = self._read_parts(dataset, position, max_records, max_bytes, columns=True)
+        parts, next_position = self._read_parts(dataset, position, max_records, max_bytes, columns=True, names=columns)
         return ColumnBatch(parts, position, next_position)
 
     def _read_parts(
-        self, dataset: str, position: int, max_records: int, max_bytes: int, *, columns: bool
+        self,
+        dataset: str,
+        position: int,
+        max_records: int,
+        max_bytes: int,
+        *,
+        columns: bool,
+        names: Collection[str] | None = None,
     ) -> tuple[list[pa.RecordBatch | list[bytes]], int]:
         published = self._published(dataset)
         if position > published.end:
@@ -538,14 +559,14 @@ class SegmentedLogStore:
                 oldest = self.oldest_position(dataset)
                 if oldest > position:
                     raise PositionLostError(dataset, position, oldest) from None
-                return self._read_parts(dataset, position, max_records, max_bytes, columns=columns)
+                return self._read_parts(dataset, position, max_records, max_bytes, columns=columns, names=names)
             for block, payload in blocks:
                 skip = next_position - block.first
                 if skip < 0:
                     raise CorruptSegmentError(f"{dataset}: records {next_position} to {block.first} are missing")
                 room = max_records - taken
                 if block.columns and columns:
-                    batch = _decoded(dataset, block, payload)
+                    batch = _decoded(dataset, block, payload, names)
                     share = block.payload_length / block.count
                     wanted = min(block.count - skip, room)
                     kept = min(wanted, max(int((max_bytes - taken_bytes) // share), 0 if taken else 1))
@@ -926,7 +947,7 @@ class SegmentedLogStore:
                     else:
                         run: list[dict[str, Any]] = records[index:end]  # type: ignore[assignment]  # dictionaries
                         try:
-                            payload = encode_rows(stream.name, run)
+                            payload = encode_rows(stream.name, run, self.compression)
                         except Exception:  # any surprise in the conversion: the records go out as lines
                             payload = None
                         if payload is None:
@@ -1074,11 +1095,12 @@ def _row_size(row: dict[str, Any]) -> int:
     return _ROW_BYTES + sum([len(value) for value in row.values() if type(value) is str])
 
 
-def _decoded(dataset: str, block: _Block, payload: bytes) -> pa.RecordBatch:
-    """The record batch of a block kept in columns; ``CorruptSegmentError`` when it is not one of ``count`` records
-    (its CRC matched, so the writer wrote it so: a bug, not a torn write)."""
+def _decoded(dataset: str, block: _Block, payload: bytes, names: Collection[str] | None = None) -> pa.RecordBatch:
+    """The record batch of a block kept in columns (only the columns ``names``, when given: ``decode_block``);
+    ``CorruptSegmentError`` when it is not one of ``count`` records (its CRC matched, so the writer wrote it so: a
+    bug, not a torn write)."""
     try:
-        batch = decode_block(payload)
+        batch = decode_block(payload, names)
     except (pa.ArrowInvalid, OSError) as error:
         raise CorruptSegmentError(f"{dataset}: block at offset {block.first} is not a record batch: {error}") from None
     if batch.num_rows != block.count:

@@ -24,8 +24,8 @@ writes those records as JSON lines instead.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Final, Literal
 
 import orjson
 import pyarrow as pa
@@ -46,6 +46,16 @@ _ARROW_TYPES: Final[dict[str, pa.DataType]] = {
 _EMPTY_TYPES: Final = (pa.null(), pa.list_(pa.null()))  # all nulls, or only empty lists: no type to contradict
 _CONVERSION_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
 
+Compression = Literal["zstd", "lz4", "none"]
+COMPRESSIONS: Final[tuple[Compression, ...]] = ("zstd", "lz4", "none")
+# zstd at level 1: about four times smaller blocks than none on generated records (seven on the edge's, which repeat
+# more), for about 0.1 µs more a record to read (docs/log-store.md); lz4 reads a little faster and keeps twice as much.
+_WRITE_OPTIONS: Final[dict[Compression, pa.ipc.IpcWriteOptions]] = {
+    "zstd": pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=1)),
+    "lz4": pa.ipc.IpcWriteOptions(compression="lz4"),
+    "none": pa.ipc.IpcWriteOptions(),
+}
+
 
 @functools.cache
 def arrow_schema(dataset: Dataset) -> pa.Schema:
@@ -64,11 +74,13 @@ def schema_of(dataset_name: str) -> pa.Schema | None:
     return arrow_schema(load_dataset(dataset_name)) if dataset_name in DATASETS else None
 
 
-def encode_rows(dataset_name: str, rows: Sequence[Mapping[str, Any]]) -> memoryview | None:
-    """``rows`` as one Arrow IPC stream holding one record batch, or ``None`` when they do not fit the dataset's
-    schema (see the module docstring). ``rows`` must not be empty."""
+def encode_rows(
+    dataset_name: str, rows: Sequence[Mapping[str, Any]], compression: Compression = "zstd"
+) -> memoryview | None:
+    """``rows`` as one Arrow IPC stream holding one record batch (``encode_batch``), or ``None`` when they do not
+    fit the dataset's schema (see the module docstring). ``rows`` must not be empty."""
     batch = batch_of_rows(dataset_name, rows)
-    return None if batch is None else encode_batch(batch)
+    return None if batch is None else encode_batch(batch, compression)
 
 
 def batch_of_rows(dataset_name: str, rows: Sequence[Mapping[str, Any]]) -> pa.RecordBatch | None:
@@ -166,11 +178,12 @@ def conform(dataset_name: str, batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
-def encode_batch(batch: pa.RecordBatch) -> memoryview:
+def encode_batch(batch: pa.RecordBatch, compression: Compression = "zstd") -> memoryview:
     """``batch`` as an Arrow IPC stream: a block's payload in the log store (a view of Arrow's buffer, not a copy:
-    a second's rows are megabytes)."""
+    a second's rows are megabytes), each column's buffers compressed with ``compression`` (``COMPRESSIONS``):
+    Arrow's own buffer compression, which its reader undoes by itself, so blocks of any compression read alike."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
+    with pa.ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS[compression]) as writer:
         writer.write_batch(batch)
     return memoryview(sink.getvalue())
 
@@ -198,10 +211,17 @@ def _fields_by_name(dataset_name: str) -> dict[str, pa.Field]:
     return {field.name: field for field in schema}
 
 
-def decode_block(payload: bytes) -> pa.RecordBatch:
-    """The record batch of a block ``encode_rows`` wrote (without copying its buffers). Raises ``pa.ArrowInvalid``
-    for bytes that are not one."""
-    with pa.ipc.open_stream(pa.py_buffer(payload)) as reader:
+def decode_block(payload: bytes, names: Collection[str] | None = None) -> pa.RecordBatch:
+    """The record batch of a block ``encode_batch`` wrote (without copying buffers it need not decompress), with
+    only the columns ``names`` when given (those the block has; at least one, for the count of records): the others
+    are neither decompressed nor read. Raises ``pa.ArrowInvalid`` for bytes that are not one."""
+    buffer = pa.py_buffer(payload)
+    options = None
+    if names is not None:
+        schema = pa.ipc.read_schema(buffer)
+        included = [index for index, name in enumerate(schema.names) if name in names]
+        options = pa.ipc.IpcReadOptions(included_fields=included or [0])
+    with pa.ipc.open_stream(buffer, options=options) as reader:
         return reader.read_next_batch()
 
 
