@@ -12,6 +12,8 @@ from edgeplane.rules import RulesError, check_expression
 from edgeplane.store.previous_waf_models import FirewallRule, PageRule, WafOverride
 from edgeplane.waf.catalogue import MANAGED_RULESET_ID, OWASP_RULESET_ID, OWASP_SCORE_RULE_ID, load_catalogue
 from edgeplane.waf.previous import (
+    MANAGED_PACKAGE_ID,
+    OWASP_PACKAGE_ID,
     FirewallExpressionTooLong,
     TooManyFirewallRules,
     ZoneConfiguration,
@@ -86,13 +88,38 @@ def test_previous_packages_stand_for_the_managed_rules() -> None:
         assert sum(len(group.rule_ids) for group in package.groups) == len(package.rules)
 
 
-def test_previous_rule_ids_are_stable_numbers() -> None:
-    assert previous_rule_id("5de7edfa648c4d6891dc3e7f84534ffa") == previous_rule_id("5de7edfa648c4d6891dc3e7f84534ffa")
-    for package in (managed_package(), owasp_package()):
+@pytest.mark.parametrize(
+    ("managed_rule_id", "previous_id"),
+    [
+        ("5de7edfa648c4d6891dc3e7f84534ffa", "1480826"),
+        ("24e16fcb8d7c3cbea36b9002f5085fe4", "7753995"),
+        ("2d29cfad44bf11bab6c5affda5f66a15", "2714861"),
+        ("00000000000000000000000000000000", "1000000"),
+        ("ffffffff000000000000000000000000", "2967295"),
+    ],
+)
+def test_previous_rule_ids_are_stable_numbers(managed_rule_id: str, previous_id: str) -> None:
+    """The ids clients stored (overrides, Terraform state) stay the same from release to release."""
+    assert previous_rule_id(managed_rule_id) == previous_id
+
+
+def test_the_packages_ids_and_rules_are_the_published_ones() -> None:
+    managed, owasp = managed_package(), owasp_package()
+    assert (MANAGED_PACKAGE_ID, OWASP_PACKAGE_ID) == (
+        "82c9a27c51382e0bca0bd934e351c6a6",
+        "620f19536493cd1b3e265090dd0bbce5",
+    )
+    assert (managed.id, owasp.id) == (MANAGED_PACKAGE_ID, OWASP_PACKAGE_ID)
+    log4j = managed.rule("7753995")
+    assert log4j is not None
+    assert log4j.managed_rule.id == "24e16fcb8d7c3cbea36b9002f5085fe4"
+    method_policy = owasp.rule("2714861")
+    assert method_policy is not None
+    assert method_policy.description.startswith("911100: ")
+    for package in (managed, owasp):
         for rule in package.rules:
             assert rule.id.isdigit()
             assert len(rule.id) == 7
-            assert rule.id == previous_rule_id(rule.managed_rule.id)
 
 
 # --- URL patterns --------------------------------------------------------------------------------------------------
