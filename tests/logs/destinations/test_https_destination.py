@@ -121,7 +121,9 @@ async def test_a_non_2xx_answer_is_classified(
 @pytest.mark.parametrize("status", [200, 201, 202, 204])
 async def test_any_2xx_answer_confirms(receiver: HttpsReceiver, https: MakeHttps, status: int) -> None:
     receiver.answer(status)
-    await https().put("batch.gz", BATCH)
+    await https().put("batch.gz", BATCH)  # confirmed: no exception
+    [request] = receiver.requests
+    assert request.body == BATCH
 
 
 async def test_retry_after_is_passed_on(receiver: HttpsReceiver, https: MakeHttps) -> None:
