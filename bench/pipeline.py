@@ -84,7 +84,13 @@ from edgeplane.logs.delivery import JobDelivery, JobPlan, plan_job  # noqa: E402
 from edgeplane.logs.destination_conf import parse_destination_conf  # noqa: E402
 from edgeplane.logs.destinations import Destination, DestinationPolicy, open_destination  # noqa: E402
 from edgeplane.logs.destinations.address_guard import AddressPolicy  # noqa: E402
-from edgeplane.logs.log_store import Batch, ColumnBatch, LogStoreFullError, SegmentedLogStore  # noqa: E402
+from edgeplane.logs.log_store import (  # noqa: E402
+    Batch,
+    ColumnBatch,
+    LogStoreFullError,
+    RetentionOutlook,
+    SegmentedLogStore,
+)
 from edgeplane.logs.record_columns import COMPRESSIONS, Compression, combined, rows_of  # noqa: E402
 from edgeplane.logs.record_format import GZIP_LIBRARY, gzip_batch  # noqa: E402
 from edgeplane.store.snapshot import ConfigSnapshot, ZoneRoute  # noqa: E402
@@ -340,6 +346,9 @@ class _TimedStore:
         if not batch.parts and self.first_empty_read is None:
             self.first_empty_read = time.perf_counter()
         return batch
+
+    def retention_outlook(self, dataset: str, position: int) -> RetentionOutlook:
+        return self.store.retention_outlook(dataset, position)
 
     def save_cursor(self, dataset: str, job_id: int, position: int) -> None:
         self.store.save_cursor(dataset, job_id, position)

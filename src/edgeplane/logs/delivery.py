@@ -52,6 +52,7 @@ from edgeplane.logs.log_store import LogStore, PositionLostError
 from edgeplane.logs.output_options import output_options_from_logpull, parse_logpull_options, parse_output_options
 from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, rows_of
 from edgeplane.logs.record_format import SAMPLE_KEY_FIELD, RecordFormatter, compile_formatter, gzip_batch, object_name
+from edgeplane.logs.retention_watch import RetentionWatch
 from edgeplane.store.snapshot import ConfigSnapshot
 
 log = structlog.get_logger(__name__)
@@ -190,6 +191,8 @@ class JobDelivery:
         self.retry_max_seconds = retry_max_seconds
         self._label = str(plan.job_id)
         self._failing = False
+        self._retention = RetentionWatch(plan.job_id, plan.dataset.name, self.partitions, status)
+        self._confirmed: dict[int, int] = {}  # each partition's first record not yet confirmed by an upload
 
     async def run(self) -> None:
         """Collects and uploads batches forever."""
@@ -198,6 +201,7 @@ class JobDelivery:
             index: await asyncio.to_thread(store.open_cursor, dataset, self.plan.job_id)
             for index, store in enumerate(self.partitions)
         }
+        self._confirmed = positions
         try:
             while True:
                 batch = await self._collect(positions)
@@ -205,6 +209,7 @@ class JobDelivery:
                     await self._upload(batch)
                 await asyncio.to_thread(self._save_cursors, batch.positions)
                 positions.update(batch.positions)
+                await asyncio.to_thread(self._retention.observe, positions)
         finally:
             await self.destination.close()
 
@@ -308,6 +313,7 @@ class JobDelivery:
                     log.warning("upload failed; retrying", job=plan.job_id, error=message)
                 self._failing = True
                 await asyncio.to_thread(self.status.failed, plan.job_id, datetime.now(UTC), message)
+                await asyncio.to_thread(self._retention.observe, self._confirmed)
                 slow = 4 if isinstance(error, DestinationRejected) else 1
                 await asyncio.sleep(min(longest, pause * slow) * random.uniform(0.8, 1.2))
                 pause = min(longest, pause * 2)

@@ -168,6 +168,19 @@ class ColumnBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionOutlook:
+    """How close retention is to the records from a position on: ``held_records`` and ``held_bytes``, the records and
+    bytes of the segments from the one holding that position to the end; ``bytes_left``, what the dataset may still
+    grow by before retention deletes that segment (at most 0: at its next look); ``seconds_left``, what
+    ``retention_seconds`` leaves that segment, None when there is no age bound or the segment is still written."""
+
+    held_records: int
+    held_bytes: int
+    bytes_left: int
+    seconds_left: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class LogStoreStats:
     """Counters since the store was opened, for metrics."""
 
@@ -209,6 +222,10 @@ class LogStore(Protocol):
 
     def oldest_position(self, dataset: str) -> int:
         """The position of the oldest record still held (``end_position`` when none is)."""
+        ...
+
+    def retention_outlook(self, dataset: str, position: int) -> RetentionOutlook:
+        """How close retention is to the records from ``position`` on (see ``RetentionOutlook``)."""
         ...
 
     def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
@@ -495,6 +512,29 @@ class SegmentedLogStore:
         """See ``LogStore.oldest_position``."""
         published = self._published(dataset)
         return published.segments[0] if published.segments else published.end
+
+    def retention_outlook(self, dataset: str, position: int) -> RetentionOutlook:
+        """See ``LogStore.retention_outlook``: the segments' sizes and age as the file system has them (a read-only
+        store must be given the writer's ``retention_bytes`` and ``retention_seconds`` for its answer to hold)."""
+        published = self._published(dataset)
+        segments = published.segments
+        if not segments or position >= published.end:
+            return RetentionOutlook(0, 0, self.retention_bytes, None)
+        first = max(bisect.bisect_right(segments, position) - 1, 0)
+        held_bytes = published.last_size
+        age: float | None = None
+        for index in range(first, len(segments) - 1):
+            try:
+                status = (self.directory / dataset / _segment_name(segments[index])).stat()
+            except FileNotFoundError:  # deleted by retention meanwhile
+                continue
+            held_bytes += status.st_size
+            if index == first:
+                age = time.time() - status.st_mtime
+        seconds_left = None if self.retention_seconds is None or age is None else self.retention_seconds - age
+        return RetentionOutlook(
+            published.end - segments[first], held_bytes, self.retention_bytes - held_bytes, seconds_left
+        )
 
     def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
         """See ``LogStore.read``. Also raises ``CorruptSegmentError`` for a damaged block before the end."""
