@@ -127,31 +127,46 @@ def test_logs_tail_shows_records_with_a_filter(service: EdgeplaneProcess) -> Non
     assert "where" in bad.stderr
 
 
+def wait_for_lines(directory: Path, count: int, seconds: float = 60) -> list[dict[str, Any]]:
+    """The lines pushed to ``directory`` once there are ``count`` of them (or what is there after ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    lines = lines_in(directory)
+    while time.monotonic() < deadline and len(lines) < count:
+        time.sleep(0.25)
+        lines = lines_in(directory)
+    return lines
+
+
 def test_disabled_job_resumes_where_it_stopped(service: EdgeplaneProcess) -> None:
     out = service.data_dir / "destinations" / "resume"
+    witness = service.data_dir / "destinations" / "resume-witness"
     filter_text = json.dumps({"where": {"key": "ClientRequestPath", "operator": "eq", "value": "/v1/holesky"}})
-    job = service.v4(
-        "POST",
-        "/zones/{zone}/logpush/jobs",
-        json={
-            "dataset": "http_requests",
-            **service.file_destination("resume"),
-            "filter": filter_text,
-            "output_options": {"field_names": ["RayID"]},
-            "max_upload_records": 1000,
-            "enabled": False,
-        },
-    )
+
+    def job_pushing_to(path: str, *, enabled: bool) -> dict[str, Any]:
+        created: dict[str, Any] = service.v4(
+            "POST",
+            "/zones/{zone}/logpush/jobs",
+            json={
+                "dataset": "http_requests",
+                **service.file_destination(path),
+                "filter": filter_text,
+                "output_options": {"field_names": ["RayID"]},
+                "max_upload_records": 1000,
+                "enabled": enabled,
+            },
+        )
+        return created
+
+    job = job_pushing_to("resume", enabled=False)
+    job_pushing_to("resume-witness", enabled=True)  # the same records, enabled: shows when they would have gone
     body = {"jsonrpc": "2.0", "method": "eth_chainId", "params": [], "id": 1}
     with httpx.Client(timeout=30) as client:
         rays = {client.post(service.rpc_url("holesky"), json=body).headers["cf-ray"][:16] for _ in range(1000)}
-    time.sleep(2)
+    # The enabled twin has pushed the 1000 records (a full batch goes at once): delivery has read them, and the
+    # disabled job has not pushed them.
+    assert {line["RayID"] for line in wait_for_lines(witness, 1000)} == rays
     assert lines_in(out) == []  # disabled: nothing pushed
     service.v4("PUT", f"/zones/{{zone}}/logpush/jobs/{job['id']}", json={"enabled": True})
-    deadline = time.monotonic() + 30
-    lines: list[dict[str, Any]] = []
-    while time.monotonic() < deadline and len(lines) < 1000:
-        time.sleep(0.5)
-        lines = lines_in(out)
+    lines = wait_for_lines(out, 1000, seconds=30)
     assert {line["RayID"] for line in lines} == rays
     assert len(lines) == 1000
