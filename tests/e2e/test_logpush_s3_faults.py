@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from edgeplane.logs.tail import tail_records
 from tests.support.edgeplane import EdgeplaneProcess, allow_loopback_destinations
 from tests.support.seaweedfs import SeaweedS3
 
@@ -103,6 +104,13 @@ def delivered(seaweed: SeaweedS3, prefix: str) -> Counter[str]:
     return seen
 
 
+def stored_rays(service: EdgeplaneProcess) -> set[str]:
+    """The RayIDs of the ``http_requests`` records in the service's log store (read as ``edgeplane logs tail``
+    reads them)."""
+    records = tail_records(service.data_dir, "http_requests", from_start=True, follow=False)
+    return {record["RayID"] for record in records}
+
+
 def wait_for(seaweed: SeaweedS3, prefix: str, expected: set[str], timeout: float = 90) -> Counter[str]:
     deadline = time.monotonic() + timeout
     seen: Counter[str] = Counter()
@@ -153,8 +161,15 @@ def test_kill_mid_batch(seaweed: SeaweedS3, tmp_path: Path) -> None:
     service = EdgeplaneProcess(data_dir).start()
     try:
         create_job(service, seaweed, "kill")
-        accepted = send(service, BATCH + BATCH // 2)  # one full batch, and half of the next in flight
-        time.sleep(0.3)
+        accepted = send(service, BATCH)  # one full batch, delivered ...
+        wait_for(seaweed, "kill", accepted)
+        in_flight = send(service, BATCH // 2)  # ... and half of the next, stored but not delivered
+        deadline = time.monotonic() + 30
+        while not in_flight <= stored_rays(service):
+            assert time.monotonic() < deadline, "the records were not stored"
+            time.sleep(0.1)
+        assert not in_flight & set(delivered(seaweed, "kill"))  # the batch is in flight
+        accepted |= in_flight
     finally:
         service.stop(kill=True)
     restarted = EdgeplaneProcess(data_dir)
