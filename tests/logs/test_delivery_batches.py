@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import pytest
 
 from edgeplane.logs.delivery import JobDelivery, plan_job
 from edgeplane.logs.destinations import DestinationUnavailable
-from edgeplane.logs.log_store import SegmentedLogStore
+from edgeplane.logs.log_store import ColumnBatch, SegmentedLogStore
 from edgeplane.store.snapshot import ConfigSnapshot, ZoneRoute
 
 HTTP = "http_requests"
@@ -53,13 +53,33 @@ class RecordedStatus:
         self.failures.append(message)
 
 
-def stored(directory: Path, count: int) -> SegmentedLogStore:
+class WatchedStore(SegmentedLogStore):
+    """A real store that notes where each read of columns started: a read from the end shows that delivery has
+    taken every record and done with them what it does (the same task reads again only after an upload it chose)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory, writable=False)
+        self.reads_from: list[int] = []
+
+    def read_columns(
+        self,
+        dataset: str,
+        position: int,
+        max_records: int = 10_000,
+        max_bytes: int = 8 << 20,
+        columns: Collection[str] | None = None,
+    ) -> ColumnBatch:
+        self.reads_from.append(position)
+        return super().read_columns(dataset, position, max_records, max_bytes, columns)
+
+
+def stored(directory: Path, count: int) -> WatchedStore:
     """A store holding ``count`` records of zone example.com, with the job's cursor at its start."""
     with SegmentedLogStore(directory) as store:
         store.append_rows(HTTP, [{"RayID": f"{index:016x}", "ZoneName": "example.com"} for index in range(count)])
         store.flush()
         store.save_cursor(HTTP, JOB_ID, 0)
-    return SegmentedLogStore(directory, writable=False)
+    return WatchedStore(directory)
 
 
 async def deliver_until(delivery: JobDelivery, done: Callable[[], bool], seconds: float) -> float:
@@ -95,10 +115,11 @@ def job(max_records: int, interval: float) -> dict[str, Any]:
 
 async def test_full_batches_go_at_once_and_the_rest_waits(tmp_path: Path) -> None:
     destination = RecordingDestination()
-    with stored(tmp_path, 2500) as store:
+    store = stored(tmp_path, 2500)
+    with store:
         delivery = JobDelivery(plan_job(job(1000, 3600), SNAPSHOT), [store], destination, RecordedStatus())  # type: ignore[arg-type]
-        await deliver_until(delivery, lambda: len(destination.uploads) == 2, seconds=30)
-        await asyncio.sleep(0.3)
+        # Read from the end: the last 500 are in the batch being collected, and would have gone before this read.
+        await deliver_until(delivery, lambda: 2500 in store.reads_from, seconds=30)
     assert [len(upload) for upload in destination.uploads] == [1000, 1000]
 
 
