@@ -23,6 +23,7 @@ from edgeplane.child_process import ChildProcess, begin_shutdown
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.runtime import open_client_locator
 from edgeplane.listeners import bind_listener, join_listener
+from edgeplane.propagation.channel import bind_channel, channel_path
 from edgeplane.store.database import Database, default_database_url
 from edgeplane.waf.catalogue import use_crs_rules_dir
 from edgeplane.waf.core_ruleset import crs_installed
@@ -73,12 +74,24 @@ def _delivery(settings: Settings, settings_file: Path, database_url: str) -> Chi
     return ChildProcess("delivery", lambda _first: command, env=_child_environment(database_url))
 
 
-def _listening_child(name: str, command: list[str], sock: socket.socket, database_url: str) -> ChildProcess:
-    """A child serving ``sock``, which it inherits as ``--fd``; this process keeps its copy open, so that connections
-    made while the child restarts wait for it rather than being refused."""
-    sock.set_inheritable(True)
+def _listening_child(
+    name: str, command: list[str], sock: socket.socket, database_url: str, *, channel: socket.socket | None = None
+) -> ChildProcess:
+    """A child serving ``sock``, which it inherits as ``--fd`` (and ``channel``, the configuration channel's socket,
+    as ``--channel-fd``); this process keeps its copies open, so that connections made while the child restarts
+    wait for it rather than being refused."""
+    inherited = [sock] if channel is None else [sock, channel]
+    for each in inherited:
+        each.set_inheritable(True)
     arguments = [*command, "--fd", str(sock.fileno())]
-    return ChildProcess(name, lambda _first: arguments, pass_fds=(sock.fileno(),), env=_child_environment(database_url))
+    if channel is not None:
+        arguments += ["--channel-fd", str(channel.fileno())]
+    return ChildProcess(
+        name,
+        lambda _first: arguments,
+        pass_fds=tuple(each.fileno() for each in inherited),
+        env=_child_environment(database_url),
+    )
 
 
 def _edge_workers(settings_file: Path, worker_sockets: list[socket.socket], database_url: str) -> list[ChildProcess]:
@@ -95,9 +108,12 @@ def _edge_workers(settings_file: Path, worker_sockets: list[socket.socket], data
     ]
 
 
-def _api(settings_file: Path, api_socket: socket.socket, database_url: str) -> ChildProcess:
-    """The API process (``edgeplane.api.process``)."""
-    return _listening_child("api", _child_command("api", settings_file), api_socket, database_url)
+def _api(
+    settings_file: Path, api_socket: socket.socket, channel_socket: socket.socket, database_url: str
+) -> ChildProcess:
+    """The API process (``edgeplane.api.process``), which accepts configuration followers on ``channel_socket``."""
+    command = _child_command("api", settings_file)
+    return _listening_child("api", command, api_socket, database_url, channel=channel_socket)
 
 
 async def _stop_all(children: list[ChildProcess]) -> None:
@@ -112,6 +128,10 @@ async def serve(settings: Settings) -> None:
     edge_socket = bind_listener(settings.edge_host, settings.edge_port, share_port=workers > 1)
     api_socket = bind_listener(settings.api_host, settings.api_port)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # The configuration channel (``edgeplane.propagation``): the API accepts on it, the edge workers and delivery
+    # connect to it; held here, so that followers that connect while the API restarts wait for it.
+    channel = channel_path(settings.data_dir)
+    channel_socket = bind_channel(channel)
     database = Database(settings.database_url or default_database_url(settings.data_dir))
     try:
         database.migrate()
@@ -161,7 +181,7 @@ async def serve(settings: Settings) -> None:
     settings_file = _settings_file(settings, edge_settings)
     worker_sockets = [edge_socket, *(join_listener(edge_socket) for _ in range(workers - 1))]
     edge_workers = _edge_workers(settings_file, worker_sockets, database.url)
-    api = _api(settings_file, api_socket, database.url)
+    api = _api(settings_file, api_socket, channel_socket, database.url)
     delivery = _delivery(settings, settings_file, database.url) if settings.logs.enabled else None
     stopping = asyncio.Event()
 
@@ -193,6 +213,8 @@ async def serve(settings: Settings) -> None:
         for sock in worker_sockets:
             sock.close()
         api_socket.close()
+        channel_socket.close()
+        channel.unlink(missing_ok=True)
         # The development chain served the edge workers only: it stops while delivery finishes.
         chain_stopped = asyncio.create_task(chain.stop()) if chain is not None else None
         if delivery is not None:

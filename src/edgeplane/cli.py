@@ -169,6 +169,9 @@ def api(
     database_url: Annotated[
         str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help=_DATABASE_URL_HELP)
     ],
+    channel_fd: Annotated[
+        int | None, typer.Option("--channel-fd", help="The inherited configuration channel's socket.")
+    ] = None,
 ) -> None:
     """The API process, started by `edgeplane serve` (not for direct use)."""
     import socket
@@ -178,8 +181,9 @@ def api(
 
     from edgeplane.api.process import run_api
 
+    channel = socket.socket(fileno=channel_fd) if channel_fd is not None else None
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run_api(settings, socket.socket(fileno=fd), database_url))
+        uvloop.run(run_api(settings, socket.socket(fileno=fd), database_url, channel=channel))
 
 
 @app.command("delivery", hidden=True)

@@ -233,6 +233,13 @@ class ApiSettings(BaseModel):
         gt=0,
         description="a request's line, headers and body must all arrive within this long of its first byte",
     )
+    propagation_timeout_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=60,
+        description="a configuration write answers once every edge worker applied it, or after this long (an edge "
+        "worker still behind is reported and not waited for again until it catches up); 0: answer at once",
+    )
 
 
 class EdgeSettings(BaseModel):

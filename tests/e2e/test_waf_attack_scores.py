@@ -15,7 +15,6 @@ import httpx
 import pytest
 from bench.waf_requests import benign_requests
 
-from edgeplane.store.snapshot import FOLLOW_INTERVAL_SECONDS
 from tests.support.anvil import AnvilNode
 from tests.support.edgeplane import EdgeplaneProcess
 
@@ -61,7 +60,6 @@ def outputs(service: EdgeplaneProcess) -> dict[str, Path]:
 
 def put_entrypoint(service: EdgeplaneProcess, phase: str, rules: list[dict[str, Any]]) -> None:
     service.v4("PUT", f"/zones/{{zone}}/rulesets/phases/{phase}/entrypoint", json={"rules": rules})
-    time.sleep(3 * FOLLOW_INTERVAL_SECONDS)
 
 
 def blocked(response: httpx.Response) -> bool:

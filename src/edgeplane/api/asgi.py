@@ -40,6 +40,8 @@ from edgeplane.api.permissions import (
     user_read,
     user_write,
 )
+from edgeplane.api.write_propagation import WritePropagation
+from edgeplane.propagation.hub import PropagationHub
 
 V4 = "/client/v4"
 
@@ -157,8 +159,9 @@ def v4_routes(plane: ControlPlane) -> list[BaseRoute]:
     return routes
 
 
-def build_api_app(plane: ControlPlane | None = None) -> Starlette:
-    """The control plane application; without a ``ControlPlane`` only health and metrics are served."""
+def build_api_app(plane: ControlPlane | None = None, *, propagation: PropagationHub | None = None) -> Starlette:
+    """The control plane application; without a ``ControlPlane`` only health and metrics are served. With
+    ``propagation``, a successful write is answered once the edge workers applied it (``WritePropagation``)."""
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes: list[BaseRoute] = [Route("/healthz", healthz), Route("/metrics", prometheus_metrics)]
     if plane is not None:
@@ -172,4 +175,6 @@ def build_api_app(plane: ControlPlane | None = None) -> Starlette:
         )
 
     app.add_exception_handler(405, method_not_allowed)
+    if propagation is not None:
+        app.add_middleware(WritePropagation, hub=propagation)
     return app

@@ -1,6 +1,7 @@
 """The API process: the control plane's ASGI application on the API listener, a child of ``edgeplane serve`` of its
-own, so that a crash or an exhaustion of the API leaves the edge workers serving (they follow configuration changes
-by polling the database, as every edge worker does)."""
+own, so that a crash or an exhaustion of the API leaves the edge workers serving (they keep the configuration they
+have, and check the database now and then). It announces each configuration change to the followers on the
+configuration channel (``edgeplane.propagation``) and answers a write once the edge workers applied it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from edgeplane.listeners import asgi_server
 from edgeplane.logs.destinations import DestinationPolicy
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import partition_directory
+from edgeplane.propagation.hub import PropagationHub
 from edgeplane.store.database import Database
 
 log = structlog.get_logger(__name__)
@@ -42,10 +44,16 @@ def build_control_plane(settings: Settings, database: Database) -> ControlPlane:
     )
 
 
-async def run_api(settings: Settings, listener: socket.socket, database_url: str) -> None:
-    """The API process: serves ``listener`` (bound by ``edgeplane serve``) until SIGINT or SIGTERM."""
+async def run_api(
+    settings: Settings, listener: socket.socket, database_url: str, *, channel: socket.socket | None = None
+) -> None:
+    """The API process: serves ``listener`` (bound by ``edgeplane serve``) until SIGINT or SIGTERM; accepts
+    configuration followers on ``channel`` (the configuration channel's listening socket)."""
     database = Database(database_url)
-    server = asgi_server(build_api_app(build_control_plane(settings, database)), limits=settings.api)
+    hub = PropagationHub(database, channel, timeout_seconds=settings.api.propagation_timeout_seconds)
+    await hub.start()
+    app = build_api_app(build_control_plane(settings, database), propagation=hub)
+    server = asgi_server(app, limits=settings.api)
 
     def stop() -> None:
         server.should_exit = True
@@ -57,4 +65,5 @@ async def run_api(settings: Settings, listener: socket.socket, database_url: str
     try:
         await server.serve([listener])
     finally:
+        await hub.close()
         database.close()

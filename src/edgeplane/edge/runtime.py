@@ -1,6 +1,6 @@
 """One edge worker's runtime: the upstream pools, the gateway, the router and the HTTP server, built from settings;
-and how a worker process follows configuration changes made by the control plane (by polling the configuration
-version, off the request path)."""
+and the worker process, which follows configuration changes made by the control plane as they are announced
+(``edgeplane.propagation``), off the request path."""
 
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ from edgeplane.gateway.service import Gateway
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.logs.partitions import journal_directory
+from edgeplane.propagation.channel import channel_path
+from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
-from edgeplane.store.snapshot import SnapshotHolder, follow_configuration, read_snapshot
+from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 
@@ -127,7 +129,10 @@ async def run_edge_worker(settings: Settings, listener: socket.socket, database_
     database = Database(database_url)
     snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
     runtime = EdgeRuntime.build(settings, snapshots, worker=worker)
-    follower = asyncio.create_task(follow_configuration(database, snapshots))
+    following = ConfigurationFollower(
+        database, snapshots, role="edge", worker=worker, channel=channel_path(settings.data_dir)
+    )
+    follower = asyncio.create_task(following.run())
     log.info("edge worker serving", worker=worker, edge=f"http://{settings.edge_host}:{listener.getsockname()[1]}")
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -19,9 +19,11 @@ from edgeplane.logs.delivery import DeliveryService
 from edgeplane.logs.destinations import DestinationPolicy
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
+from edgeplane.propagation.channel import channel_path
+from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
 from edgeplane.store.job_status import DatabaseJobStatus
-from edgeplane.store.snapshot import SnapshotHolder, follow_configuration, read_snapshot
+from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 
@@ -77,7 +79,10 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     database = Database(database_url)
     # Delivery evaluates no firewall: its snapshots are read without them.
     snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database, firewalls=False))
-    follower = asyncio.create_task(follow_configuration(database, snapshots, firewalls=False))
+    following = ConfigurationFollower(
+        database, snapshots, role="delivery", channel=channel_path(settings.data_dir), firewalls=False
+    )
+    follower = asyncio.create_task(following.run())
     stores = await asyncio.to_thread(open_partition_stores, settings, workers)
     intake = journal_intake(settings, stores)
     partitions = [

@@ -7,13 +7,13 @@ the previous WAF while it runs. Compiled firewalls are cached by their configura
 the zones whose rules changed. A zone whose firewall cannot be built (the database refused a read) runs without one
 and the failure is logged: the rest of the configuration still reloads. A process that evaluates no firewall (the
 delivery process) reads snapshots without them: compiling the OWASP Core Ruleset is seconds of CPU.
+
+How a process learns that the configuration changed is ``edgeplane.propagation``'s.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,11 +30,6 @@ from edgeplane.store.ruleset_models import account_custom_rulesets, find_entrypo
 from edgeplane.waf.firewall import PHASES, Entrypoint, Firewall, compile_firewall
 
 log = structlog.get_logger(__name__)
-
-# How often a process other than the control plane's checks whether the configuration changed.
-FOLLOW_INTERVAL_SECONDS = 0.25
-# How often it asks the database even though the database's files look unchanged (``Database.change_marker``).
-FOLLOW_QUERY_SECONDS = 5.0
 
 # Compiled firewalls kept across reloads, by a digest of their configuration (most recently used last).
 FIREWALL_CACHE_SIZE = 256
@@ -193,32 +188,3 @@ def read_snapshot(database: Database, *, firewalls: bool = True) -> ConfigSnapsh
     """The current configuration snapshot; without ``firewalls``, it has none."""
     with database.session() as session:
         return build_snapshot(session, firewalls=firewalls)
-
-
-async def follow_configuration(database: Database, snapshots: SnapshotHolder, *, firewalls: bool = True) -> None:
-    """Rebuilds the snapshot whenever the configuration version changes (with or without ``firewalls``, as
-    ``read_snapshot``); runs until cancelled.
-
-    Every ``FOLLOW_INTERVAL_SECONDS`` it looks at the database's files (``Database.change_marker``, a ``stat``) and
-    asks the database for the version only when they changed, or ``FOLLOW_QUERY_SECONDS`` after it last asked: a
-    query costs a thread hand-off and a session, about 2 ms of CPU on a small machine, which four times a second in
-    every edge worker and in the delivery process added up to about 1 % of a core while nothing changed."""
-
-    def current_version() -> int:
-        with database.session() as session:
-            return read_config_version(session)
-
-    marker: object = None
-    asked = time.monotonic()
-    while True:
-        await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
-        seen = database.change_marker()  # before the query: a commit after this look changes the next one
-        if seen is not None and seen == marker and time.monotonic() - asked < FOLLOW_QUERY_SECONDS:
-            continue
-        marker, asked = seen, time.monotonic()
-        try:
-            version = await asyncio.to_thread(current_version)
-            if version != snapshots.current.version:
-                snapshots.replace(await asyncio.to_thread(read_snapshot, database, firewalls=firewalls))
-        except Exception:  # the database may be briefly unavailable; keep serving the snapshot we have
-            log.warning("could not read the configuration; keeping the current snapshot", exc_info=True)
