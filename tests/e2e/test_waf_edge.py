@@ -50,6 +50,18 @@ def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
         time.sleep(0.1)
 
 
+def core(threshold: int) -> list[dict[str, Any]]:
+    """The managed phase executing the Core Ruleset, blocking at an anomaly score of ``threshold``."""
+    overrides = {"rules": [{"id": OWASP_SCORE_RULE_ID, "score_threshold": threshold, "action": "block"}]}
+    return [
+        {
+            "action": "execute",
+            "expression": "true",
+            "action_parameters": {"id": OWASP_RULESET_ID, "overrides": overrides},
+        }
+    ]
+
+
 def blocked(response: httpx.Response) -> bool:
     return response.status_code == 403 and response.json().get("error", {}).get("code") == -32003
 
@@ -103,16 +115,6 @@ def test_a_log_override_lets_the_injection_through(service: EdgeplaneProcess) ->
 
 
 def test_the_core_ruleset_threshold_decides(service: EdgeplaneProcess) -> None:
-    def core(threshold: int) -> list[dict[str, Any]]:
-        overrides = {"rules": [{"id": OWASP_SCORE_RULE_ID, "score_threshold": threshold, "action": "block"}]}
-        return [
-            {
-                "action": "execute",
-                "expression": "true",
-                "action_parameters": {"id": OWASP_RULESET_ID, "overrides": overrides},
-            }
-        ]
-
     put_entrypoint(service, MANAGED, core(5))
     eventually(lambda: blocked(send(service, ATTACK)))
     put_entrypoint(service, MANAGED, core(60))
@@ -152,7 +154,48 @@ def test_custom_rules_block_before_the_managed_phase(service: EdgeplaneProcess) 
     assert send(service, BENIGN).status_code == 200
 
 
+def ray_of(response: httpx.Response) -> str:
+    return response.headers["cf-ray"].split("-")[0]
+
+
 def test_firewall_events_reach_a_logpush_job(service: EdgeplaneProcess, events_dir: Path) -> None:
+    """With traffic of its own (whatever ran before): a logged managed match, a block by the Core Ruleset's score, a
+    custom skip and a custom block each reach the job, under the ray id of their request."""
+    logged: list[dict[str, Any]] = [
+        {
+            "action": "execute",
+            "expression": "true",
+            "action_parameters": {"id": MANAGED_RULESET_ID, "overrides": {"action": "log"}},
+        }
+    ]
+    put_entrypoint(service, MANAGED, logged)
+    put_entrypoint(service, CUSTOM, [])
+    eventually(lambda: not blocked(send(service, ATTACK)))
+    rays = {"managed log": ray_of(send(service, ATTACK))}
+    put_entrypoint(service, MANAGED, core(5))
+    eventually(lambda: blocked(send(service, ATTACK)), seconds=60)  # the worker compiles the Core Ruleset first
+    score_block = send(service, ATTACK)
+    assert blocked(score_block)
+    rays["score block"] = ray_of(score_block)
+    exemption = {"x-scanner-exemption": "internal-audit"}
+    put_entrypoint(
+        service,
+        CUSTOM,
+        [
+            {
+                "action": "skip",
+                "expression": 'any(http.request.headers["x-scanner-exemption"][*] eq "internal-audit")',
+                "action_parameters": {"phases": [MANAGED]},
+            },
+            {"action": "block", "expression": 'http.user_agent contains "evil-bot"'},
+        ],
+    )
+    eventually(lambda: not blocked(send(service, ATTACK, **exemption)))
+    rays["custom skip"] = ray_of(send(service, ATTACK, **exemption))
+    custom_block = send(service, BENIGN, **{"user-agent": "evil-bot/1.0"})
+    assert blocked(custom_block)
+    rays["custom block"] = ray_of(custom_block)
+
     deadline = time.monotonic() + 75  # the job flushes every 30 s
     lines: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
@@ -162,11 +205,16 @@ def test_firewall_events_reach_a_logpush_job(service: EdgeplaneProcess, events_d
             for line in gzip.decompress(path.read_bytes()).splitlines()
             if line
         ]
-        if {"firewallManaged", "firewallCustom"} <= {line["Source"] for line in lines}:
+        if set(rays.values()) <= {line["RayID"] for line in lines}:
             break
         time.sleep(1)
-    assert {"firewallManaged", "firewallCustom"} <= {line["Source"] for line in lines}
+    by_ray: dict[str, set[tuple[str, str, str]]] = {}
+    for line in lines:
+        by_ray.setdefault(line["RayID"], set()).add((line["Source"], line["Action"], line["RuleID"]))
+    assert set(rays.values()) <= set(by_ray), "not every request's events arrived"
+    assert {(source, action) for source, action, _rule in by_ray[rays["managed log"]]} == {("firewallManaged", "log")}
+    assert ("firewallManaged", "block", OWASP_SCORE_RULE_ID) in by_ray[rays["score block"]]
+    assert {(source, action) for source, action, _rule in by_ray[rays["custom skip"]]} == {("firewallCustom", "skip")}
+    assert {(source, action) for source, action, _rule in by_ray[rays["custom block"]]} == {("firewallCustom", "block")}
     assert {line["Kind"] for line in lines} == {"firewall"}
-    assert {"block", "log", "skip"} <= {line["Action"] for line in lines}
-    assert any(line["RuleID"] == OWASP_SCORE_RULE_ID for line in lines)
     assert all(line["ClientRequestPath"] == "/v1/mainnet" and line["RayID"] for line in lines)
