@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
@@ -25,13 +24,16 @@ class FakeNode:
         self.status = status
         self.answer = answer or {"jsonrpc": "2.0", "id": 1, "result": "0x1"}
         self.hits = 0
-        self.delay = 0.0
+        self.answered = asyncio.Event()  # set once it has answered a request
+        self.held: asyncio.Event | None = None  # when set: answers wait until the event is set
         self.runner: web.AppRunner | None = None
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.Response:
         self.hits += 1
-        await asyncio.sleep(self.delay)
+        if self.held is not None:
+            await self.held.wait()
+        self.answered.set()
         return web.Response(status=self.status, body=orjson.dumps(self.answer), content_type="application/json")
 
     async def start(self) -> None:
@@ -126,12 +128,14 @@ async def test_no_upstream_is_unavailable() -> None:
 
 async def test_ask_each_does_not_wait_long_for_a_slow_node(make_pool: Callable[..., object]) -> None:
     pool, (fast, slow) = await make_pool(200, 200)  # type: ignore[misc]
-    slow.delay = 1.0
-    started = time.monotonic()
-    answers = await pool.ask_each(lambda node: node.call("eth_chainId", []), grace_seconds=0.05)
-    assert time.monotonic() - started < 0.8
+    slow.held = asyncio.Event()
+    # Returns while the slow node holds its answer (waiting for it would never end: the bound only ends a hang).
+    asking = pool.ask_each(lambda node: node.call("eth_chainId", []), grace_seconds=0.05)
+    answers = await asyncio.wait_for(asking, timeout=30)
     assert [(node.url, answer) for node, answer in answers] == [(fast.url, "0x1")]
-    await asyncio.sleep(1.2)  # the slow node's call finished in the background, on its kept connection
+    assert not slow.answered.is_set()
+    slow.held.set()  # the slow node's call finishes in the background, on its kept connection
+    await asyncio.wait_for(slow.answered.wait(), timeout=30)
     assert slow.hits == 1
     assert all(node.health.healthy for node in pool.nodes)
     await pool.stop()
