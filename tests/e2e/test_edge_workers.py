@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -27,13 +26,11 @@ def test_connections_made_while_a_worker_restarts_are_answered(tmp_path: Path) -
         assert len(workers) == 2
         worker = workers[0]
         os.kill(worker, signal.SIGKILL)
-        started = time.monotonic()
         # New connections each time: the kernel spreads them over both sockets, the dead worker's included.
         for _ in range(40):
             response = httpx.post(service.rpc_url(), json=BODY, timeout=30)
             assert response.status_code == 200
             assert response.json()["result"]
-        assert time.monotonic() - started < 30
         restarted = edge_worker_pids(service.pid)
         assert len(restarted) == 2
         assert worker not in restarted
