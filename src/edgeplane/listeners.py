@@ -65,7 +65,28 @@ def _listen(host: str, port: int, *, share_port: bool) -> socket.socket:
 
 
 class AsgiServer(uvicorn.Server):
-    """A uvicorn server that leaves signal handling to its caller; run it with ``serve([socket])``."""
+    """A uvicorn server that leaves signal handling to its caller; run it with ``serve([socket])``. It sleeps until
+    it is asked to exit (``should_exit``), where uvicorn's own loop wakes ten times a second to look (with no date
+    header, and no request limit, it has nothing else to do)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._exit = asyncio.Event()
+        super().__init__(config)
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit.is_set()
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        if value:
+            self._exit.set()
+        else:
+            self._exit.clear()
+
+    async def main_loop(self) -> None:
+        await self.on_tick(0)  # the default headers, once
+        await self._exit.wait()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

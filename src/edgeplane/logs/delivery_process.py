@@ -19,6 +19,7 @@ from edgeplane.logs.delivery import DeliveryService
 from edgeplane.logs.destinations import DestinationPolicy
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
+from edgeplane.logs.seal_watch import SealWatch
 from edgeplane.propagation.channel import channel_path
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
@@ -27,8 +28,13 @@ from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 
-RECONCILE_SECONDS = 0.5
-INTAKE_SECONDS = 0.1  # how often the journals are looked at for sealed periods
+# Jobs are reconciled with the configuration when it changes, and this often besides (a job that stopped on an
+# error is started again).
+RECONCILE_SECONDS = 5.0
+# How often the journals are looked at for sealed periods: without a watch of the seals (``SealWatch``), and with one
+# (in case a seal was missed).
+INTAKE_SECONDS = 0.1
+INTAKE_WATCHED_SECONDS = 2.0
 
 
 def open_partition_stores(
@@ -79,8 +85,14 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     database = Database(database_url)
     # Delivery evaluates no firewall: its snapshots are read without them.
     snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database, firewalls=False))
+    configuration_changed = asyncio.Event()
     following = ConfigurationFollower(
-        database, snapshots, role="delivery", channel=channel_path(settings.data_dir), firewalls=False
+        database,
+        snapshots,
+        role="delivery",
+        channel=channel_path(settings.data_dir),
+        firewalls=False,
+        on_change=configuration_changed.set,
     )
     follower = asyncio.create_task(following.run())
     stores = await asyncio.to_thread(open_partition_stores, settings, workers)
@@ -98,15 +110,19 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
-    taking = asyncio.create_task(_take_journals(intake, stopping))
+    watch = SealWatch.open(intake.stores)
+    taking = asyncio.create_task(_take_journals(intake, stopping, watch))
     try:
         while not stopping.is_set():
+            configuration_changed.clear()
             service.reconcile(snapshots.current)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), RECONCILE_SECONDS)
+                await asyncio.wait_for(_first(stopping, configuration_changed), RECONCILE_SECONDS)
     finally:
         stopping.set()
         await taking  # ends with a last take: the edge workers have stopped and sealed their journals
+        if watch is not None:
+            watch.close()
         for store in stores.values():
             await asyncio.to_thread(store.close)
         await service.stop()
@@ -116,10 +132,23 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
         database.close()
 
 
-async def _take_journals(intake: JournalIntake, stopping: asyncio.Event) -> None:
-    """Takes sealed journal periods into the stores every ``INTAKE_SECONDS`` until ``stopping``, then once more."""
+async def _first(*events: asyncio.Event) -> None:
+    """Returns once any of ``events`` is set."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
+async def _take_journals(intake: JournalIntake, stopping: asyncio.Event, watch: SealWatch | None) -> None:
+    """Takes sealed journal periods into the stores as they are sealed (``watch``; without one, every
+    ``INTAKE_SECONDS``) until ``stopping``, then once more."""
     while True:
         stopped = stopping.is_set()
+        if watch is not None:
+            watch.sealed.clear()  # before looking: a seal while looking wakes the next wait
         try:
             taken = await asyncio.to_thread(intake.take)
         except Exception:  # a bug, or a journal directory that cannot be listed: logged, and tried again
@@ -127,6 +156,11 @@ async def _take_journals(intake: JournalIntake, stopping: asyncio.Event) -> None
             taken = 0
         if stopped:
             return
-        if not taken:
+        if taken:
+            continue
+        if watch is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), INTAKE_SECONDS)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_first(stopping, watch.sealed), INTAKE_WATCHED_SECONDS)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -40,7 +41,8 @@ _BEHIND_TRIES = 50
 class ConfigurationFollower:
     """Keeps ``snapshots`` at the configuration's latest version for one process (``role``; an edge worker's
     ``worker`` number), with or without compiled ``firewalls`` (as ``read_snapshot``). ``channel``: the path of the
-    configuration channel's socket, or None to follow by the database alone."""
+    configuration channel's socket, or None to follow by the database alone; ``on_change`` is called after each new
+    snapshot is swapped in."""
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class ConfigurationFollower:
         channel: Path | None,
         worker: int | None = None,
         firewalls: bool = True,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.database = database
         self.snapshots = snapshots
@@ -58,6 +61,7 @@ class ConfigurationFollower:
         self.channel = channel
         self.worker = worker
         self.firewalls = firewalls
+        self.on_change = on_change
         self._announced = 0  # the highest version announced so far
         self._check = False  # whether to ask the database whatever was announced
         self._wake = asyncio.Event()
@@ -119,6 +123,8 @@ class ConfigurationFollower:
             version = await asyncio.to_thread(self._read_version)
             if version != self.snapshots.current.version:
                 self.snapshots.replace(await asyncio.to_thread(read_snapshot, self.database, firewalls=self.firewalls))
+                if self.on_change is not None:
+                    self.on_change()
             if self.snapshots.current.version >= self._announced:
                 return
             await asyncio.sleep(_BEHIND_PAUSE_SECONDS)
