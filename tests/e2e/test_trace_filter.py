@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -9,6 +10,7 @@ import pytest
 
 from tests.support.anvil import AnvilNode
 from tests.support.edgeplane import EdgeplaneProcess
+from tests.support.method_refusing_proxy import MethodRefusingProxy
 
 pytestmark = pytest.mark.e2e
 
@@ -105,6 +107,45 @@ def test_synthesised_trace_filter_equals_the_node(
         for ours, theirs in zip(synthesised, direct, strict=True):
             if not ours["traceAddress"] and isinstance(ours.get("result"), dict):
                 assert int(ours["result"]["gasUsed"], 16) <= int(theirs["result"]["gasUsed"], 16)
+
+
+@pytest.fixture(scope="module")
+def node_without_block_traces(anvil: AnvilNode) -> Iterator[MethodRefusingProxy]:
+    """anvil, less ``debug_traceBlockByNumber`` (answered -32601, as geth-style nodes that lack it do)."""
+    with MethodRefusingProxy(anvil.url, refused={"debug_traceBlockByNumber"}) as proxy:
+        yield proxy
+
+
+@pytest.fixture(scope="module")
+def fallback_edge(
+    node_without_block_traces: MethodRefusingProxy, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EdgeplaneProcess]:
+    """An edgeplane synthesising trace_filter from debug traces of a node without ``debug_traceBlockByNumber``."""
+    data_dir = tmp_path_factory.mktemp("fallback-edge") / "data"
+    config = data_dir.parent / "edgeplane.toml"
+    url = node_without_block_traces.url
+    config.write_text(f'[networks.mainnet]\nupstreams = [{{ url = "{url}", trace_filter = "debug" }}]\n')
+    with EdgeplaneProcess(data_dir, extra_args=("--config", str(config))) as process:
+        yield process
+
+
+def test_without_block_traces_trace_filter_is_synthesised_per_transaction(
+    fallback_edge: EdgeplaneProcess,
+    node_without_block_traces: MethodRefusingProxy,
+    anvil: AnvilNode,
+    trace_target: dict[str, Any],
+    run_block: int,
+) -> None:
+    """The node refuses ``debug_traceBlockByNumber``: the gateway falls back to ``debug_traceTransaction`` per
+    transaction (docs/gateway.md) and answers as the node's own ``trace_filter`` does."""
+    for query in queries(trace_target, run_block):
+        direct = lower(traces(anvil.url, query))
+        synthesised = traces(fallback_edge.rpc_url(), query)
+        assert without_root_gas_used(synthesised) == without_root_gas_used(direct), query
+    asked = node_without_block_traces.asked
+    assert "debug_traceBlockByNumber" in asked  # tried, refused ...
+    assert "debug_traceTransaction" in asked  # ... and the fallback took over
+    assert "trace_filter" not in asked
 
 
 def test_split_native_ranges_equal_the_node_chunk_by_chunk(
