@@ -21,6 +21,7 @@ from edgeplane.api import (
     accounts,
     logpush,
     previous_waf,
+    rules_lists,
     rulesets,
     tokens,
     waf_migration,
@@ -140,7 +141,9 @@ def v4_table(plane: ControlPlane) -> list[ApiRoute]:
         ApiRoute("/zones/{zone_id}/logpush/edge/jobs", "GET", logpush.list_edge_jobs, logs_read),
         ApiRoute("/zones/{zone_id}/logpush/edge/jobs", "POST", logpush.create_edge_job, logs_write),
     ]
-    return table + rulesets.ROUTES + previous_waf.ROUTES + waf_migration.ROUTES + zone_settings.ROUTES
+    return (
+        table + rulesets.ROUTES + rules_lists.ROUTES + previous_waf.ROUTES + waf_migration.ROUTES + zone_settings.ROUTES
+    )
 
 
 def v4_routes(plane: ControlPlane) -> list[BaseRoute]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -115,6 +115,54 @@ class LogpushJob(Base):
     last_error: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error_message: Mapped[str | None] = mapped_column(Text)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class RuleList(Base):
+    """An account's list (``/accounts/{account_id}/rules/lists``): a named set of items of one ``kind`` (``ip``,
+    ``hostname``, ``asn`` or ``redirect``). The name is unique in the account: expressions would name it."""
+
+    __tablename__ = "rule_lists"
+    __table_args__ = (UniqueConstraint("account_id", "name", name="uq_rule_lists_account_name"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(50))
+    kind: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    modified_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class RuleListItem(Base):
+    """One item of a list. ``key`` is the item's identity in its list (the canonical address or network, the
+    hostname, the ASN, a redirect's source URL): unique per list, the order of listing and the cursor's position.
+    ``content`` is the kind's member as the API shows it (``{"ip": ...}``, ``{"hostname": {...}}``...)."""
+
+    __tablename__ = "rule_list_items"
+    __table_args__ = (UniqueConstraint("list_id", "key", name="uq_rule_list_items_list_key"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    list_id: Mapped[str] = mapped_column(ForeignKey("rule_lists.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(2048))
+    content: Mapped[dict[str, Any]] = mapped_column(JSON)
+    comment: Mapped[str] = mapped_column(Text, default="")
+    created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    modified_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class RuleListOperation(Base):
+    """A bulk operation on a list's items, as ``GET .../rules/lists/bulk_operations/{id}`` reports it. edgeplane
+    applies the items in the request that asks for them, so an operation is recorded already ``completed``.
+    ``list_id`` is kept without a foreign key: the operation stays readable after its list is deleted."""
+
+    __tablename__ = "rule_list_operations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    list_id: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    completed: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class ConfigVersion(Base):
