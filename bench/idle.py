@@ -6,7 +6,8 @@ answer ``/healthz``, lets the start settle, then samples the CPU time (user + sy
 supervisor and every descendant over the measuring window, and prints it as a percentage of one core, in total and
 per process. The target (issue 22) is under 1 % of a core in total.
 
-Usage: ``.venv/bin/python bench/idle.py [--seconds 25] [--settle 5] [--edge-workers 2] [--upstream NET=URL] [--json]``
+Usage: ``.venv/bin/python bench/idle.py [--seconds 25] [--settle 5] [--edge-workers 2] [--upstream NET=URL]
+[--logpush-job] [--json]``
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -85,8 +87,34 @@ def _role(pid: int) -> str:
     return Path(argv[0]).name if argv and argv[0] else "?"
 
 
-def measure(seconds: float, settle: float, edge_workers: int, upstreams: list[str]) -> dict[str, object]:
-    """Starts the service, measures its idle CPU over ``seconds`` after ``settle``; the figures as a dict."""
+def _v4(api: str, token: str, method: str, path: str, body: dict[str, object]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{api}/client/v4{path}",
+        data=json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+    return answer["result"]  # type: ignore[no-any-return]
+
+
+def _add_logpush_job(api: str, data_dir: Path) -> None:
+    """An enabled http_requests job to a file destination under the data directory (the default file root)."""
+    credentials = json.loads((data_dir / "credentials.json").read_text())
+    token, scope = credentials["api_token"], f"/zones/{credentials['zone_id']}/logpush"
+    conf = f"file://{data_dir / 'destinations'}/idle"
+    written = _v4(api, token, "POST", f"{scope}/ownership", {"destination_conf": conf})
+    challenge = Path(written["filename"]).read_text().strip()
+    job = {"dataset": "http_requests", "destination_conf": conf, "ownership_challenge": challenge, "enabled": True}
+    _v4(api, token, "POST", f"{scope}/jobs", {"name": "idle", **job})
+
+
+def measure(
+    seconds: float, settle: float, edge_workers: int, upstreams: list[str], *, logpush_job: bool = False
+) -> dict[str, object]:
+    """Starts the service (with ``logpush_job``, with an enabled Logpush job), measures its idle CPU over
+    ``seconds`` after ``settle``; the figures as a dict."""
     with tempfile.TemporaryDirectory(prefix="edgeplane-idle-") as root:
         data_dir = Path(root) / "data"
         edge_port, api_port = _free_port(), _free_port()
@@ -116,6 +144,8 @@ def measure(seconds: float, settle: float, edge_workers: int, upstreams: list[st
                     if process.poll() is not None or time.monotonic() > deadline:
                         raise SystemExit(f"edgeplane did not start: {(Path(root) / 'serve.log').read_text()[-3000:]}")
                     time.sleep(0.2)
+                if logpush_job:
+                    _add_logpush_job(f"http://127.0.0.1:{api_port}", data_dir)
                 time.sleep(settle)
                 pids = _descendants(process.pid)
                 before = {pid: _cpu_ticks(pid) for pid in pids}
@@ -139,6 +169,7 @@ def measure(seconds: float, settle: float, edge_workers: int, upstreams: list[st
     return {
         "seconds": round(elapsed, 1),
         "edge_workers": edge_workers,
+        "logpush_job": logpush_job,
         "total_percent_of_a_core": round(sum(processes.values()), 2),
         "processes": {name: round(share, 2) for name, share in processes.items()},
     }
@@ -150,13 +181,21 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=5.0, help="wait after the service is ready")
     parser.add_argument("--edge-workers", type=int, default=2)
     parser.add_argument("--upstream", action="append", default=[], help="NETWORK=URL (default: the dev chain)")
+    parser.add_argument("--logpush-job", action="store_true", help="with an enabled Logpush job (no traffic)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     arguments = parser.parse_args()
-    figures = measure(arguments.seconds, arguments.settle, arguments.edge_workers, arguments.upstream)
+    figures = measure(
+        arguments.seconds,
+        arguments.settle,
+        arguments.edge_workers,
+        arguments.upstream,
+        logpush_job=arguments.logpush_job,
+    )
     if arguments.json:
         print(json.dumps(figures, indent=2))
         return
-    print(f"idle over {figures['seconds']} s, {figures['edge_workers']} edge workers")
+    job = ", an enabled Logpush job" if figures["logpush_job"] else ""
+    print(f"idle over {figures['seconds']} s, {figures['edge_workers']} edge workers{job}")
     processes = figures["processes"]
     assert isinstance(processes, dict)
     for name, share in processes.items():
