@@ -17,6 +17,7 @@ from edgeplane.seclang.operators import compile_operator
 from edgeplane.seclang.prefilter import PatternSet, superset_pattern
 from edgeplane.seclang.request import HttpRequest
 from edgeplane.seclang.rule_files import SecRule, load_rule_files, parse_rules
+from edgeplane.waf.core_ruleset import EXCLUSION_FILES
 
 CRS_RULES = Path("/usr/share/modsecurity-crs/rules")
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "waf" / "crs-regression-3.3.4.json"
@@ -306,3 +307,78 @@ def test_remembered_segments_do_what_the_walk_does(tx: dict[str, str], level: by
     for _ in range(2):
         for request in requests:
             assert fast.evaluate(request, tx=tx, mode=mode) == plain.evaluate(request, tx=tx, mode=mode)
+
+
+# --- the prefiltered walk equals the plain walk under ctl removals (exclusion packages) ---------------------------
+
+# Removals a request asks for by a header, besides the JSON-RPC package's own: a gate (920014, phase 2), rules by
+# tag, targets by id and by tag; each touches some segments and programs and leaves others as they were.
+REMOVALS = """
+SecRule REQUEST_HEADERS:X-Remove "@streq gate" "id:9199001,phase:1,pass,nolog,ctl:ruleRemoveById=920014"
+SecRule REQUEST_HEADERS:X-Remove "@streq xss" "id:9199002,phase:1,pass,nolog,ctl:ruleRemoveByTag=attack-xss"
+SecRule REQUEST_HEADERS:X-Remove "@streq target" \
+    "id:9199003,phase:1,pass,nolog,ctl:ruleRemoveTargetById=920280;REQUEST_HEADERS:Host,\
+ctl:ruleRemoveTargetByTag=attack-sqli;ARGS:json.params.0"
+SecRule REQUEST_HEADERS:X-Remove "@streq range" "id:9199004,phase:1,pass,nolog,ctl:ruleRemoveById=901000-901999"
+"""
+
+
+@pytest.fixture(scope="module")
+def json_rpc_engines() -> tuple[RuleEngine, RuleEngine]:
+    files = sorted(CRS_RULES.glob("REQUEST-9*.conf"))
+    initialisation = [path for path in files if path.name.startswith("REQUEST-901-")]
+    detection = [path for path in files if not path.name.startswith("REQUEST-901-")]
+    directives = (
+        parse_rules(SETUP)
+        + load_rule_files(initialisation)
+        + load_rule_files(list(EXCLUSION_FILES))
+        + parse_rules(REMOVALS)
+        + load_rule_files(detection)
+    )
+    return (
+        compile_rules(directives, data_dir=CRS_RULES),
+        compile_rules(directives, data_dir=CRS_RULES, prefilter=False),
+    )
+
+
+_PARAMS = st.lists(
+    st.one_of(
+        st.binary(min_size=0, max_size=40).map(lambda raw: "0x" + raw.hex()),
+        st.sampled_from(["latest", "1 or 1=1", "<script>alert(1)</script>", "../../etc/passwd", "${jndi:ldap://x}"]),
+        st.integers(min_value=0, max_value=2**32),
+    ),
+    max_size=4,
+)
+
+
+@needs_crs
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    method=st.sampled_from(["eth_call", "eth_getBalance", "eth_signTypedData_v4", "eth_chainId"]),
+    params=_PARAMS,
+    request_id=st.one_of(st.integers(min_value=0, max_value=2**32), st.text(max_size=8)),
+    batch=st.booleans(),
+    removal=st.sampled_from([None, "gate", "xss", "target", "range"]),
+    paranoia_level=st.sampled_from(["1", "2", "3", "4"]),
+)
+def test_prefiltered_walk_equals_plain_walk_on_json_rpc_with_removals(
+    json_rpc_engines: tuple[RuleEngine, RuleEngine],
+    method: str,
+    params: list[object],
+    request_id: object,
+    batch: bool,
+    removal: str | None,
+    paranoia_level: str,
+) -> None:
+    fast, plain = json_rpc_engines
+    call = {"jsonrpc": "2.0", "method": method, "params": params, "id": request_id}
+    body = orjson.dumps([call, call] if batch else call)
+    headers = [(b"Host", b"localhost"), (b"Content-Type", b"application/json"), (b"User-Agent", b"web3.py/7.6.0")]
+    if removal is not None:
+        headers.append((b"X-Remove", removal.encode()))
+    request = HttpRequest(
+        method=b"POST", target=b"/v1/mainnet", protocol=b"HTTP/1.1", headers=tuple(headers), body=body
+    )
+    tx = {"paranoia_level": paranoia_level}
+    for _ in range(2):  # the second time from what the fast engine remembered
+        assert fast.evaluate(request, tx=tx) == plain.evaluate(request, tx=tx)

@@ -38,9 +38,12 @@ walk, which the tests hold the fast one to):
 - a :class:`~edgeplane.seclang.prefilter.Prefilter` per phase passes over the pattern rules whose superset pattern
   matches none of the values they read;
 - at the first paranoia level gate of a phase the walk switches to a program built for the value of
-  ``TX:executing_paranoia_level`` (no gates, no rules they skip), back to the full one when a ``ctl`` removes rules;
+  ``TX:executing_paranoia_level`` (no gates, no rules they skip), back to the full one when a ``ctl`` removes a
+  gate (or a target of one);
 - runs of rules whose evaluation is a function of a few named variables (CRS's initialisation, its exclusion package
-  switches, header checks, scoring) are remembered as segments by those values, and replayed in one step;
+  switches, header checks, scoring) are remembered as segments by those values, and replayed in one step, unless a
+  ``ctl`` of this request removed one of their rules or targets (an exclusion package's removals touch a few rules:
+  the other segments still replay);
 - transformations, costly operators and key regexes remember their answers across requests (bounded).
 
 Written by hand: no Python library evaluates SecLang; libmodsecurity is C++ and Coraza is Go.
@@ -278,8 +281,9 @@ class _Program:
             whole = {read[1] for read in reads if read[0] == _REQUEST_PAIRS and read[3] is None}
             reads = tuple(read for read in reads if read[1] not in whole or read[3] is None or read[0] == _MACRO)
             ids = frozenset(rule.rule_id for rule in rules if rule.rule_id is not None)
+            tags = frozenset(tag for rule in rules for tag in rule.tags)
             prefiltered = frozenset(rule.position for rule in rules if rule.prefiltered)
-            segment = self.segments[index] = _Segment(reads, ids, prefiltered)
+            segment = self.segments[index] = _Segment(reads, ids, tags, prefiltered)
         return segment
 
 
@@ -341,11 +345,14 @@ class _Segment:
     ``REQUEST_LINE``, ``%{remote_addr}``); no ``ctl``. Walking them from the same values does the same, so the
     walk remembers what it did by those values (and the engine mode) and does it again in one step."""
 
-    __slots__ = ("ids", "outcomes", "prefiltered", "reads")
+    __slots__ = ("ids", "outcomes", "prefiltered", "reads", "tags")
 
-    def __init__(self, reads: tuple[_Read, ...], ids: frozenset[int], prefiltered: frozenset[int]) -> None:
+    def __init__(
+        self, reads: tuple[_Read, ...], ids: frozenset[int], tags: frozenset[str], prefiltered: frozenset[int]
+    ) -> None:
         self.reads = reads
         self.ids = ids
+        self.tags = tags  # of its rules: a ctl removing rules or targets by tag may concern them
         # Prefiltered rules among them, which do nothing when the prefilter passes over them: the walk of the
         # segment is remembered by those the prefilter lets through too, and ends at the first of those.
         self.prefiltered = prefiltered
@@ -367,7 +374,7 @@ class _Phase:
     for that value, without the gates and without the rules they skip, whose prefilter holds only the rules it can
     reach. It stays on the full program while a rule is removed (``ctl``, ``disabled``) that may be a gate."""
 
-    __slots__ = ("_candidates", "_specialised", "full", "gate_ids", "gate_variable", "rules")
+    __slots__ = ("_candidates", "_specialised", "full", "gate_ids", "gate_tags", "gate_variable", "rules")
 
     def __init__(
         self,
@@ -388,6 +395,7 @@ class _Phase:
         )
         self.gate_variable = gate_variable if prefilter else None
         self.gate_ids = frozenset(rule.rule_id for rule in rules if rule.gate and rule.rule_id is not None)
+        self.gate_tags = frozenset(tag for rule in rules if rule.gate for tag in rule.tags)
         self._specialised: dict[bytes | None, _Program] = {}
 
     def specialised(self, value: bytes | None) -> _Program:
@@ -1125,7 +1133,7 @@ class _Transaction:
             ):
                 self._remember(recording, index)
                 recording = None
-            elif rule.pure_reads is not None and recording is None and not self.removals:
+            elif rule.pure_reads is not None and recording is None:
                 segment = program.segment(index)
                 passing: frozenset[int] = frozenset()
                 if segment.prefiltered:
@@ -1133,7 +1141,9 @@ class _Transaction:
                         assert program.prefilter is not None
                         self.prefilter_hits = program.prefilter.hits(self._source_pairs)
                     passing = segment.prefiltered.intersection(self.prefilter_hits)
-                if not disabled or segment.ids.isdisjoint(disabled):
+                if (not disabled or segment.ids.isdisjoint(disabled)) and not self._removals_touch(
+                    segment.ids, segment.tags
+                ):
                     key = (passing, *self._segment_key(segment.reads))
                     outcome = segment.outcomes.get(key)
                     if outcome is not None:
@@ -1146,7 +1156,12 @@ class _Transaction:
                     for name, store in self.collections.items():
                         self.collections[name] = _WriteLog(store)
             following = nexts[index]
-            if rule.gate and gate_variable is not None and not specialised and not self.removals:
+            if (
+                rule.gate
+                and gate_variable is not None
+                and not specialised
+                and not self._removals_touch(compiled.gate_ids, compiled.gate_tags)
+            ):
                 program = compiled.specialised(self.collections["TX"].get(gate_variable))
                 rules, nexts, jumps = program.rules, program.nexts, program.jumps
                 count = len(rules)
@@ -1180,7 +1195,7 @@ class _Transaction:
                 return
             if jumps[index] >= 0:
                 following = jumps[index]
-            if specialised and self.removals:
+            if specialised and self._removals_touch(compiled.gate_ids, compiled.gate_tags):
                 # A ctl removed rules, which may be gates: back to the program that walks every rule.
                 program = compiled.full
                 rules, nexts, jumps = program.rules, program.nexts, program.jumps
@@ -1278,6 +1293,19 @@ class _Transaction:
             return self._pairs("XML", _Selector(None, None, source[1]))
         assert isinstance(source, str)
         return self._pairs(source, None)
+
+    def _removals_touch(self, ids: frozenset[int], tags: frozenset[str]) -> bool:
+        """Whether the ``ctl`` removals so far remove any of the rules ``ids`` (tagged ``tags``) or targets of them:
+        a segment they do not touch does what it did without them, and gates they do not touch stay known."""
+        if not self.removals:
+            return False
+        if not ids.isdisjoint(self.removed_ids) or not ids.isdisjoint(self.removed_targets_by_id):
+            return True
+        if any(low <= rule_id <= high for low, high in self.removed_ranges for rule_id in ids):
+            return True
+        if not tags.isdisjoint(self.removed_tags):
+            return True
+        return any(tag in tags for tag, _collection, _selector in self.removed_targets_by_tag)
 
     def _removed(self, rule: _Rule) -> bool:
         rule_id = rule.rule_id
