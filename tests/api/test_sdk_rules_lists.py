@@ -210,6 +210,14 @@ def test_a_list_name_is_taken_once_per_account(cf: Cloudflare, api: Api) -> None
         ),
         ("ip", [{"ip": "192.0.2.1", "note": "x"}], 1001, "/0/note"),
         ("ip", [{"ip": "192.0.2.1", "comment": 5}], 1001, "/0/comment"),
+        ("ip", ["192.0.2.1"], 1001, "/0"),
+        ("ip", [{"comment": "no address"}], 1001, "/0/ip"),
+        (
+            "hostname",
+            [{"hostname": {"url_hostname": "a.example", "exclude_exact_hostname": "yes"}}],
+            1001,
+            "/0/hostname/exclude_exact_hostname",
+        ),
     ],
 )
 def test_items_are_checked_against_the_list(

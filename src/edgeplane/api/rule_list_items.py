@@ -56,18 +56,14 @@ class ListItem:
 def parse_item(value: Any, kind: str, pointer: str) -> ListItem:
     """The item ``value`` for a list of ``kind``. Raises a 400 pointing below ``pointer``: code 10304 when the item
     is of another kind than the list, 10303 when its value is not valid, 1001 for a member of the wrong type."""
-    if not isinstance(value, dict):
-        raise bad_request("each item must be an object", pointer=pointer)
-    given = [member for member in KINDS if member in value]
+    given = [member for member in KINDS if isinstance(value, dict) and member in value]
     if kind not in given and given:
         raise bad_request(
             f"the list holds {kind} items; this item is {_a(given[0])} item",
             code=ITEM_KIND_MISMATCH,
             pointer=f"{pointer}/{given[0]}",
         )
-    unknown = sorted(set(value) - {kind, "comment"})
-    if unknown:
-        raise bad_request(f"unknown field {unknown[0]!r}", pointer=f"{pointer}/{unknown[0]}")
+    value = _members(value, {kind, "comment"}, pointer, "each item must be an object")
     if kind not in value:
         raise bad_request(f"the item needs {kind!r}", pointer=f"{pointer}/{kind}")
     comment = value.get("comment") or ""
@@ -86,6 +82,25 @@ def parse_item(value: Any, kind: str, pointer: str) -> ListItem:
     else:
         key, content = _redirect(value["redirect"], member)
     return ListItem(key=key, content={kind: content}, comment=comment)
+
+
+def _members(value: Any, allowed: frozenset[str] | set[str], pointer: str, shape: str) -> dict[str, Any]:
+    """``value`` as an object with only ``allowed`` members; a 400 saying ``shape``, or naming the first unknown
+    member, otherwise."""
+    if not isinstance(value, dict):
+        raise bad_request(shape, pointer=pointer)
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise bad_request(f"unknown field {unknown[0]!r}", pointer=f"{pointer}/{unknown[0]}")
+    return value
+
+
+def _flag(value: dict[str, Any], name: str, pointer: str) -> bool:
+    """The boolean member ``name`` of ``value`` (false when absent)."""
+    setting = value.get(name, False)
+    if not isinstance(setting, bool):
+        raise bad_request(f"{name} must be true or false", pointer=f"{pointer}/{name}")
+    return setting
 
 
 def _a(kind: str) -> str:
@@ -115,11 +130,7 @@ def _ip(value: Any, pointer: str) -> tuple[str, str]:
 
 
 def _hostname(value: Any, pointer: str) -> tuple[str, dict[str, Any]]:
-    if not isinstance(value, dict):
-        raise bad_request("hostname must be an object with url_hostname", pointer=pointer)
-    unknown = sorted(set(value) - _HOSTNAME_MEMBERS)
-    if unknown:
-        raise bad_request(f"unknown field {unknown[0]!r}", pointer=f"{pointer}/{unknown[0]}")
+    value = _members(value, _HOSTNAME_MEMBERS, pointer, "hostname must be an object with url_hostname")
     name = value.get("url_hostname")
     if not isinstance(name, str) or len(name) > 253 or not _HOSTNAME.fullmatch(name.lower()):
         raise _invalid(
@@ -129,12 +140,7 @@ def _hostname(value: Any, pointer: str) -> tuple[str, dict[str, Any]]:
         )
     content: dict[str, Any] = {"url_hostname": name.lower()}
     if "exclude_exact_hostname" in value:
-        exclude = value["exclude_exact_hostname"]
-        if not isinstance(exclude, bool):
-            raise bad_request(
-                "exclude_exact_hostname must be true or false", pointer=f"{pointer}/exclude_exact_hostname"
-            )
-        content["exclude_exact_hostname"] = exclude
+        content["exclude_exact_hostname"] = _flag(value, "exclude_exact_hostname", pointer)
     return content["url_hostname"], content
 
 
@@ -145,11 +151,7 @@ def _asn(value: Any, pointer: str) -> tuple[str, int]:
 
 
 def _redirect(value: Any, pointer: str) -> tuple[str, dict[str, Any]]:
-    if not isinstance(value, dict):
-        raise bad_request("redirect must be an object with source_url and target_url", pointer=pointer)
-    unknown = sorted(set(value) - _REDIRECT_MEMBERS)
-    if unknown:
-        raise bad_request(f"unknown field {unknown[0]!r}", pointer=f"{pointer}/{unknown[0]}")
+    value = _members(value, _REDIRECT_MEMBERS, pointer, "redirect must be an object with source_url and target_url")
     source = value.get("source_url")
     if not isinstance(source, str) or not source or len(source) > MAX_URL_LENGTH or not _source_host(source):
         raise _invalid(
@@ -168,10 +170,7 @@ def _redirect(value: Any, pointer: str) -> tuple[str, dict[str, Any]]:
         )
     content: dict[str, Any] = {"source_url": source, "target_url": target, "status_code": status}
     for flag in _REDIRECT_FLAGS:
-        setting = value.get(flag, False)
-        if not isinstance(setting, bool):
-            raise bad_request(f"{flag} must be true or false", pointer=f"{pointer}/{flag}")
-        content[flag] = setting
+        content[flag] = _flag(value, flag, pointer)
     return source, content
 
 
