@@ -141,10 +141,14 @@ def test_store_outage(seaweed: SeaweedS3, tmp_path: Path) -> None:
         assert job_error(service, job_id) is None
         seaweed.stop()
         try:
-            accepted |= send(service, 3 * BATCH)  # three batches' worth while the store is down
+            during = send(service, 3 * BATCH)  # three batches' worth while the store is down
+            accepted |= during
             deadline = time.monotonic() + 60
             while job_error(service, job_id) is None:  # uploads are tried, and fail
                 assert time.monotonic() < deadline, "no upload failed while the store was down"
+                time.sleep(0.2)
+            while not during <= stored_rays(service):  # and the records wait in the log store
+                assert time.monotonic() < deadline, "the records of the outage were not stored"
                 time.sleep(0.2)
         finally:
             seaweed.start()
