@@ -51,6 +51,7 @@ Written by hand: no Python library evaluates SecLang; libmodsecurity is C++ and 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1055,8 +1056,10 @@ def _key_regex(pattern: str, source: str) -> Callable[[bytes], bool]:
     return BoundedMemo(found, max_entries=4096, max_length=256)
 
 
+@functools.lru_cache(maxsize=1024)
 def _target_spec(text: str) -> tuple[str, _Selector | None]:
-    """A ``ctl`` target (``ARGS``, ``ARGS:foo``, ``ARGS:/^id_/``) as collection and selector."""
+    """A ``ctl`` target (``ARGS``, ``ARGS:foo``, ``ARGS:/^id_/``) as collection and selector; remembered, since an
+    exclusion package's ``ctl`` s name the same targets in request after request (and a key regex is compiled)."""
     collection, colon, selector = text.partition(":")
     if not colon or not selector:
         return collection.strip().upper(), None
