@@ -60,13 +60,15 @@ def test_a_growing_partition_with_an_undelivered_record_gets_a_deadline_and_a_wa
     assert watch.observe({0: 0}, now=101.0) is None  # looked a second ago
     append(store, 500, 2_000)
     left = watch.observe({0: 0}, now=110.0)
-    assert left is not None and 0 < left < 600
+    assert left is not None
+    assert 0 < left < 600
     outlook = store.retention_outlook(HTTP, 0)
     held_per_record = outlook.held_bytes / outlook.held_records
     assert left == pytest.approx(outlook.bytes_left / (2_000 / 10 * held_per_record))
     assert gauge(SECONDS_LEFT, 7) == pytest.approx(left)
     assert gauge(UNDELIVERED, 7) == 2_500
-    assert len(warnings.messages) == 1 and "2500 undelivered records" in warnings.messages[0]
+    assert len(warnings.messages) == 1
+    assert "2500 undelivered records" in warnings.messages[0]
     watch.observe({0: 0}, now=120.0)
     assert len(warnings.messages) == 1  # warned a minute ago at most once
 
