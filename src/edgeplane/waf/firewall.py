@@ -28,8 +28,9 @@ The first terminating action wins; every recorded match is in the verdict.
 The attack scores ``cf.waf.score*`` (``edgeplane.waf.attack_scores``) are computed for a request the first time
 anything reads them: a rule of any phase whose expression names them, or ``evaluate(request, score=True)`` (the
 edge asks when a Logpush job of the zone logs them). Before any phase runs, ``evaluate`` gives the request the
-firewall's scorer when one of its rules names a score or ``score`` is set (otherwise nothing can read them); when the firewall executes the OWASP Core Ruleset, the scorer runs the CRS (with that execution's
-paranoia level and disabled rules) and keeps its evaluation on the request, which the execution then reuses, so the
+firewall's scorer when one of its rules names a score or ``score`` is set (otherwise nothing can read them); when
+the firewall executes the OWASP Core Ruleset, the scorer runs the CRS (with that execution's paranoia level and
+disabled rules) and keeps its evaluation on the request, which the execution then reuses, so the
 CRS runs once and its family scores count wherever the scores are read. A request nothing scored pays nothing. The
 verdict carries the scores when they were computed (``Verdict.scores``).
 
