@@ -97,8 +97,15 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     follower = asyncio.create_task(following.run())
     stores = await asyncio.to_thread(open_partition_stores, settings, workers)
     intake = journal_intake(settings, stores)
+    # Read-only views for the jobs, with the writer's retention bounds: a job's retention watch estimates by them.
     partitions = [
-        SegmentedLogStore(partition_directory(settings.data_dir, worker), writable=False) for worker in stores
+        SegmentedLogStore(
+            partition_directory(settings.data_dir, worker),
+            writable=False,
+            retention_bytes=settings.logs.retention_bytes,
+            retention_seconds=settings.logs.retention_seconds,
+        )
+        for worker in stores
     ]
     service = DeliveryService(
         lambda: partitions,
