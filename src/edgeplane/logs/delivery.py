@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import structlog
 from prometheus_client import Counter, Gauge
 
+from edgeplane.logs.arrivals import Arrivals
 from edgeplane.logs.column_format import ColumnEncoder, compile_column_encoder
 from edgeplane.logs.datasets import Dataset, load_dataset
 from edgeplane.logs.destination_conf import parse_destination_conf
@@ -65,7 +66,8 @@ LAG = Gauge("edgeplane_logpush_lag_records", "Records not yet read by the job.",
 
 _READ_RECORDS = 20_000
 _READ_BYTES = 64 << 20  # a bound that lets a read take _READ_RECORDS records of any usual size
-_IDLE_SECONDS = 0.2
+_IDLE_SECONDS = 0.2  # how often a job with nothing to send looks at the store without a doorbell (``Arrivals``)
+_RUNG_IDLE_SECONDS = 5.0  # and with one: a safety net, should a ring ever be missed
 _BACKOFF_FIRST = 1.0
 BACKOFF_MAX_SECONDS = 60.0  # the default of ``logs.upload_retry_max_seconds``
 # The most formatted output a batch holds in memory, whatever max_upload_bytes allows (up to 1 GB): a batch is
@@ -183,8 +185,12 @@ class JobDelivery:
         status: JobStatus,
         *,
         retry_max_seconds: float = BACKOFF_MAX_SECONDS,
+        arrivals: Arrivals | None = None,
     ) -> None:
+        """``arrivals``: the doorbell rung when records become readable (without it, an idle job looks at the
+        store every ``_IDLE_SECONDS``)."""
         self.plan = plan
+        self.arrivals = arrivals
         self.partitions = list(partitions)
         self.destination = destination
         self.status = status
@@ -217,14 +223,22 @@ class JobDelivery:
         plan = self.plan
         batch = Batch(positions=dict(positions))
         deadline = time.monotonic() + plan.interval
+        arrivals = self.arrivals
         while True:
+            bell = arrivals.bell() if arrivals is not None else None  # before reading: a ring after it is not missed
             progressed = await asyncio.to_thread(self._read_into, batch)
             if len(batch.encoded) >= plan.max_records or batch.size >= plan.max_bytes:
                 return batch
             if time.monotonic() >= deadline:
                 return batch
             if not progressed:
-                await asyncio.sleep(min(_IDLE_SECONDS, max(0.0, deadline - time.monotonic())))
+                left = max(0.0, deadline - time.monotonic())
+                if bell is None:
+                    await asyncio.sleep(min(_IDLE_SECONDS, left))
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(min(_RUNG_IDLE_SECONDS, left)):
+                            await bell.wait()
 
     def _read_into(self, batch: Batch) -> bool:
         """Reads what each partition has (bounded by the batch's limits); returns whether anything was read."""
@@ -379,8 +393,10 @@ class DeliveryService:
         policy: DestinationPolicy,
         destination_factory: Callable[[str], Destination] | None = None,
         retry_max_seconds: float = BACKOFF_MAX_SECONDS,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self._partitions = partitions
+        self._arrivals = arrivals
         self._status = status
         self._retry_max_seconds = retry_max_seconds
         self._destination = destination_factory or (
@@ -412,7 +428,12 @@ class DeliveryService:
                 self._status.failed(job_id, datetime.now(UTC), f"cannot run the job: {error}")
                 continue
             delivery = JobDelivery(
-                plan, self._partitions(), destination, self._status, retry_max_seconds=self._retry_max_seconds
+                plan,
+                self._partitions(),
+                destination,
+                self._status,
+                retry_max_seconds=self._retry_max_seconds,
+                arrivals=self._arrivals,
             )
             self._running[job_id] = (job, asyncio.create_task(delivery.run(), name=f"logpush-{job_id}"))
 

@@ -14,6 +14,7 @@ import structlog
 from edgeplane.config import Settings
 from edgeplane.edge.journal_intake import JournalIntake
 from edgeplane.edge.request_journal import seal_leftovers
+from edgeplane.logs.arrivals import Arrivals
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.delivery import DeliveryService
 from edgeplane.logs.destinations import DestinationPolicy
@@ -107,18 +108,20 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
         )
         for worker in stores
     ]
+    arrivals = Arrivals()  # rung by the intake: idle jobs wait for it rather than look at the stores
     service = DeliveryService(
         lambda: partitions,
         DatabaseJobStatus(database),
         policy=DestinationPolicy.from_settings(settings),
         retry_max_seconds=settings.logs.upload_retry_max_seconds,
+        arrivals=arrivals,
     )
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
     watch = SealWatch.open(intake.stores)
-    taking = asyncio.create_task(_take_journals(intake, stopping, watch))
+    taking = asyncio.create_task(_take_journals(intake, stopping, watch, arrivals))
     try:
         while not stopping.is_set():
             configuration_changed.clear()
@@ -149,9 +152,12 @@ async def _first(*events: asyncio.Event) -> None:
             wait.cancel()
 
 
-async def _take_journals(intake: JournalIntake, stopping: asyncio.Event, watch: SealWatch | None) -> None:
+async def _take_journals(
+    intake: JournalIntake, stopping: asyncio.Event, watch: SealWatch | None, arrivals: Arrivals | None = None
+) -> None:
     """Takes sealed journal periods into the stores as they are sealed (``watch``; without one, every
-    ``INTAKE_SECONDS``) until ``stopping``, then once more."""
+    ``INTAKE_SECONDS``) until ``stopping``, then once more; rings ``arrivals`` when it took records (they are
+    written, hence readable, when ``take`` returns)."""
     while True:
         stopped = stopping.is_set()
         if watch is not None:
@@ -161,6 +167,8 @@ async def _take_journals(intake: JournalIntake, stopping: asyncio.Event, watch: 
         except Exception:  # a bug, or a journal directory that cannot be listed: logged, and tried again
             log.exception("request journal intake failed")
             taken = 0
+        if taken and arrivals is not None:
+            arrivals.ring()
         if stopped:
             return
         if taken:
