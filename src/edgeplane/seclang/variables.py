@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.seclang import request_body
 from edgeplane.seclang.request import HttpRequest
 from edgeplane.seclang.request_body import JsonBody, MultipartBody, Pairs, XmlBody
@@ -165,20 +166,7 @@ class RequestVariables:
     def _uri_parts(self) -> tuple[bytes, bytes, bytes, bytes]:
         """REQUEST_URI, REQUEST_FILENAME, REQUEST_BASENAME and QUERY_STRING, computed together."""
         if self._uri is None:
-            target = self.request.target.split(b"#", 1)[0]
-            decoded = request_body.percent_decode(target, plus_as_space=False)[0]
-            _, question, query = target.partition(b"?")
-            path = decoded.split(b"?", 1)[0]
-            separator = max(path.rfind(b"/"), path.rfind(b"\\"))
-            basename = path[separator + 1 :] if separator != -1 else b""
-            uri = decoded
-            if decoded[:1] != b"/":
-                colon = decoded.find(b":")
-                if colon != -1 and decoded.startswith(b"//", colon + 1):
-                    slash = decoded.find(b"/", colon + 3)
-                    if slash != -1:
-                        uri = decoded[slash:]
-            self._uri = (uri, path, basename, query if question else b"")
+            self._uri = _URI_PARTS(self.request.target)
         return self._uri
 
     def _query_arguments(self) -> tuple[Pairs, bool]:
@@ -372,3 +360,28 @@ _COMPUTERS: Final[dict[str, Callable[[RequestVariables], Pairs]]] = {
     "UNIQUE_ID": lambda v: _scalar(secrets.token_hex(12).encode()),
     **{flag: _multipart_flag(flag) for flag in request_body.MULTIPART_FLAGS},
 }
+
+
+def _split_target(target: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """REQUEST_URI, REQUEST_FILENAME, REQUEST_BASENAME and QUERY_STRING of a request target (see the module
+    docstring)."""
+    target = target.split(b"#", 1)[0]
+    decoded = request_body.percent_decode(target, plus_as_space=False)[0]
+    _, question, query = target.partition(b"?")
+    path = decoded.split(b"?", 1)[0]
+    separator = max(path.rfind(b"/"), path.rfind(b"\\"))
+    basename = path[separator + 1 :] if separator != -1 else b""
+    uri = decoded
+    if decoded[:1] != b"/":
+        colon = decoded.find(b":")
+        if colon != -1 and decoded.startswith(b"//", colon + 1):
+            slash = decoded.find(b"/", colon + 3)
+            if slash != -1:
+                uri = decoded[slash:]
+    return (uri, path, basename, query if question else b"")
+
+
+# Targets recur (a gateway's few paths): their parts are remembered, bounded.
+_URI_PARTS: BoundedMemo[bytes, tuple[bytes, bytes, bytes, bytes]] = BoundedMemo(
+    _split_target, max_entries=4096, max_length=2048
+)
