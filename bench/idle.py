@@ -4,7 +4,8 @@ Starts ``edgeplane serve`` as the end-to-end tests do (``tests.support.edgeplane
 directory, free loopback ports; by default with the embedded development chain, so the tree is supervisor, API, edge
 workers, delivery and chain), which waits until the API and every edge worker answer ``/healthz``; lets the start
 settle, then samples the CPU time (user + system, from ``/proc/<pid>/stat``) of the supervisor and every descendant
-over the measuring window, and prints it as a percentage of one core, in total and per process. The target (issue 22) is under 1 % of a core in total.
+over the measuring window, and prints it as a percentage of one core, in total and per process. The target (issue
+22) is under 1 % of a core in total.
 
 Usage: ``.venv/bin/python bench/idle.py [--seconds 25] [--settle 5] [--edge-workers 2] [--upstream NET=URL]
 [--logpush-job] [--json]``
