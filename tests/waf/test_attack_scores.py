@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from edgeplane.waf.catalogue import OWASP_RULESET_ID
 from edgeplane.waf.core_ruleset import crs_installed
 from edgeplane.waf.events import attack_score_fields, firewall_event_records
 from edgeplane.waf.firewall import ALLOWED, compile_firewall, deploy_managed_rulesets, scored_verdict
+from tests.waf.corpus import Sample, rpc
 
 CUSTOM = "http_request_firewall_custom"
 MANAGED = "http_request_firewall_managed"
@@ -36,17 +36,7 @@ evidence = st.builds(Evidence, sqli=points, xss=points, rce=points, other=points
 
 
 def rpc_request(*params: Any, query: str = "", user_agent: bytes = b"web3.py/7") -> RequestFields:
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_call", "params": list(params)}).encode()
-    return RequestFields.from_http(
-        method="POST",
-        scheme="http",
-        host="rpc.example.com",
-        raw_path="/v1/mainnet",
-        query=query,
-        headers=[(b"user-agent", user_agent), (b"content-type", b"application/json")],
-        body=body,
-        client_ip="192.0.2.1",
-    )
+    return Sample("scored", rpc("eth_call", list(params)), query=query, user_agent=user_agent).fields()
 
 
 def custom_block(expression: str) -> dict[str, Any]:
