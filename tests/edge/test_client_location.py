@@ -351,7 +351,6 @@ async def test_the_firewall_sees_the_database_answer(
     assert response.status == status
 
 
-@pytest.mark.usefixtures("journal_writes")  # once per way the journal writes
 async def test_the_request_record_carries_country_and_asn(locator: ClientLocator) -> None:
     router, store = routed(locator, 'ip.src.country eq "zz"')
     await answer_through(router, json_request("127.0.0.1"))

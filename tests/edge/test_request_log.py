@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import Exchange
@@ -25,8 +24,6 @@ from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.firewall import Match, Verdict
 from tests.support.journalled_store import JournalledStore
 from tests.support.memory_log_store import MemoryLogStore
-
-pytestmark = pytest.mark.usefixtures("journal_writes")  # each test once per way the journal writes
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")
 STARTED = 1_700_000_000_000_000_000
@@ -162,15 +159,16 @@ def test_a_firewall_match_sets_the_security_fields_of_its_row_only() -> None:
 
 async def test_rows_reach_the_store_in_bulk_once_their_period_is_sealed() -> None:
     store = JournalledStore()
-    log = store.log(flush_interval=0.05, seal_interval=0.1)
+    log = store.log(seal_interval=0.1)
     for number in range(5):
         emit(log, ray_id=f"{number:016x}")
-    await asyncio.sleep(0)  # the answers become rows just after the responses ...
-    assert HTTP_REQUESTS not in store.records  # ... and wait for the interval
+    (open_period,) = store.directory.iterdir()  # journalled as they were emitted, the period still open
+    assert open_period.suffix == ".journal"
+    assert HTTP_REQUESTS not in store.records
     for number in range(5, 8):
         emit(log, ray_id=f"{number:016x}")
-    await asyncio.sleep(0.08)
-    assert sealed_periods(store.directory) == []  # journalled, the period still open
+    await asyncio.sleep(0.05)
+    assert sealed_periods(store.directory) == []
     assert HTTP_REQUESTS not in store.records
     await asyncio.sleep(0.3)
     assert [record["RayID"] for record in store.records[HTTP_REQUESTS]] == [f"{n:016x}" for n in range(8)]
@@ -180,7 +178,7 @@ async def test_rows_reach_the_store_in_bulk_once_their_period_is_sealed() -> Non
 
 async def test_max_rows_seals_at_once() -> None:
     store = JournalledStore()
-    log = store.log(flush_interval=3600, max_rows=4)
+    log = store.log(max_rows=4)
     for number in range(4):
         emit(log, ray_id=f"{number:016x}")
     await asyncio.sleep(0)
@@ -189,11 +187,11 @@ async def test_max_rows_seals_at_once() -> None:
 
 async def test_flush_seals_what_waits() -> None:
     store = JournalledStore()
-    log = store.log(flush_interval=3600)
+    log = store.log()
     emit(log)
     log.flush()
     assert len(store.records[HTTP_REQUESTS]) == 1
-    await asyncio.sleep(0)  # the look scheduled by emit finds nothing left
+    await asyncio.sleep(0)
     log.flush()
     assert len(store.records[HTTP_REQUESTS]) == 1
 
@@ -253,7 +251,7 @@ def test_a_refusing_store_is_counted_and_the_rows_wait_in_the_journal() -> None:
 
 async def test_the_edge_runtime_seals_waiting_rows_when_it_closes() -> None:
     store = JournalledStore()
-    log = store.log(flush_interval=3600)
+    log = store.log()
     runtime = EdgeRuntime(
         pools={},
         gateway=None,  # type: ignore[arg-type]
@@ -270,17 +268,17 @@ async def test_the_edge_runtime_seals_waiting_rows_when_it_closes() -> None:
 
 def test_a_timer_left_by_an_ended_loop_does_not_stop_later_writes() -> None:
     store = JournalledStore()
-    log = store.log(flush_interval=3600)
+    log = store.log()
 
     async def emit_in_a_loop() -> None:
         emit(log)
 
     asyncio.run(emit_in_a_loop())  # its timer never runs
-    emit(log)  # outside a loop: journalled and sealed at once, with the row left waiting
+    emit(log)  # outside a loop: sealed at once, with the row the loop left in the open period
     assert len(store.records[HTTP_REQUESTS]) == 2
 
     async def emit_and_wait() -> None:
-        log.flush_interval = log.seal_interval = 0.01
+        log.seal_interval = 0.01
         emit(log)
         await asyncio.sleep(0.1)
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgeplane.edge import request_rows
+from edgeplane.edge import request_log, request_rows
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
 from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS
@@ -103,7 +103,6 @@ def test_a_record_does_not_depend_on_the_rows_flushed_with_it(details: list[dict
         assert record["EdgeTimeToFirstByteMs"] >= 0
 
 
-@pytest.mark.usefixtures("journal_writes")  # once per way the journal writes
 def test_the_values_of_a_mixed_flush() -> None:
     one = answer(1, {**_PLAIN, "query": b"a=1", "headers": [(b"user-agent", b"web3.py/7")], "country": "nz"})
     two = answer(2, {**_PLAIN, "http_version": "1.0", "server": None, "asn": 64500, "elapsed_ns": -1})
@@ -118,11 +117,14 @@ def test_the_values_of_a_mixed_flush() -> None:
 
 
 class _Unpackable:
-    """Packs no row's numbers: every row is kept whole."""
+    """Packs no row: every row is kept whole."""
 
-    size = request_rows._NUMBERS.size
+    size = request_rows.ROW_FRAME.size
 
     def pack(self, *numbers: int) -> bytes:
+        raise struct.error("no row fits")
+
+    def pack_into(self, *numbers: Any) -> None:
         raise struct.error("no row fits")
 
 
@@ -141,8 +143,8 @@ def test_rows_no_batch_holds_get_the_same_records(details: list[dict[str, Any]],
         if way == "no batch":
             patch.setattr(RequestRows, "batch", _no_batch)
         else:
-            patch.setattr(request_rows, "_NUMBERS", _Unpackable())
-            patch.setattr(request_rows, "row_builder", None)  # which packs in C
+            patch.setattr(request_log, "_ROW_FRAME", _Unpackable())  # the hot path's
+            patch.setattr(request_log, "ROW_PAYLOAD", _Unpackable())  # the slow path's
         assert flushed_together(each) == expected
 
 

@@ -45,9 +45,6 @@ def edge_request(body: bytes, query: bytes = b"", user_agent: bytes = b"web3.py/
     )
 
 
-both_ways = pytest.mark.usefixtures("journal_writes")  # once on the caller's thread, once on the journal's
-
-
 def router(rules: list[dict[str, Any]], *, logged: bool = True) -> tuple[EdgeRouter, FakeGateway, JournalledStore]:
     firewall = compile_firewall({"http_request_firewall_managed": rules})
     snapshot = ConfigSnapshot(web3_hostnames={HOST: ZONE}, firewalls={ZONE.zone_id: firewall})
@@ -88,7 +85,6 @@ async def test_the_error_carries_the_request_id_only_for_a_single_request(body: 
     assert orjson.loads(response.body)["id"] == expected_id
 
 
-@both_ways
 async def test_benign_traffic_reaches_the_gateway_without_records_of_the_firewall() -> None:
     edge, gateway, store = router(deploy_managed_rulesets(paranoia_level=2))
     response = await answer_through(edge, edge_request(BENIGN))
@@ -100,7 +96,6 @@ async def test_benign_traffic_reaches_the_gateway_without_records_of_the_firewal
     assert "firewall_events" not in store.records
 
 
-@both_ways
 async def test_a_block_is_recorded_in_both_datasets() -> None:
     edge, _, store = router([{"action": "log", "expression": "true", "id": "l" * 32}, *deploy_managed_rulesets()])
     response = await answer_through(edge, edge_request(ATTACK, query=b"x=1", user_agent=b"ethers/6"))
@@ -124,7 +119,6 @@ async def test_a_block_is_recorded_in_both_datasets() -> None:
     assert response.status == 403
 
 
-@both_ways
 async def test_a_logged_match_lets_the_request_through() -> None:
     rules = deploy_managed_rulesets()
     rules[0]["action_parameters"]["overrides"] = {"action": "log"}
@@ -167,7 +161,6 @@ PROBE_RULE = {"action": "log", "expression": 'starts_with(http.request.uri.path,
     ("method", "path", "status"),
     [("GET", "/wp-admin/", 404), ("POST", "/wp-login.php", 404), ("GET", "/wp-json", 404)],
 )
-@both_ways
 async def test_the_firewall_sees_requests_the_router_refuses(method: str, path: str, status: int) -> None:
     edge, gateway, store = router([PROBE_RULE])
     response = await answer_request(edge, any_request(method, path))
@@ -195,7 +188,6 @@ async def test_a_refused_request_that_the_firewall_blocks_gets_the_block() -> No
     ("method", "path", "status"),
     [("GET", "/v1/mainnet", 405), ("GET", "/", 404), ("PUT", "/v1/mainnet", 405)],
 )
-@both_ways
 async def test_a_benign_refused_request_keeps_its_refusal_and_ray_id(method: str, path: str, status: int) -> None:
     edge, gateway, store = router(deploy_managed_rulesets())
     response = await answer_request(edge, any_request(method, path))
@@ -207,7 +199,6 @@ async def test_a_benign_refused_request_keeps_its_refusal_and_ray_id(method: str
     assert "firewall_events" not in store.records
 
 
-@both_ways
 async def test_a_host_without_a_zone_is_refused_from_the_head() -> None:
     edge, _, store = router([PROBE_RULE])
     request = any_request("GET", "/wp-admin/", host="unknown.example")

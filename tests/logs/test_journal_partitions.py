@@ -18,7 +18,7 @@ def test_a_journal_left_by_a_worker_that_no_longer_runs_is_sealed_and_taken(tmp_
     settings = Settings(data_dir=tmp_path)
     for worker in (0, 2):  # worker 2 ran before edge_workers went down to 1; it died with rows journalled
         journal = RequestJournal(journal_directory(tmp_path, worker))
-        log = RequestLog(journal, flush_interval=3600, seal_interval=3600)
+        log = RequestLog(journal, seal_interval=3600)
         emit(log, ray_id=f"{worker:016x}")  # outside a loop: journalled and sealed at once
         emit(RequestLog(journal), ray_id=f"{worker + 10:016x}")
         journal.close()

@@ -32,15 +32,12 @@ class JournalledStore:
 
     @property
     def records(self) -> dict[str, list[dict[str, Any]]]:
-        """What the store holds by dataset, once the sealed periods are taken (the seals the journal was sent
-        performed first: on its thread, after a slow write, they may not be yet)."""
-        self.journal.flush()
+        """What the store holds by dataset, once the sealed periods are taken."""
         self.intake.take()
         return self.memory.records
 
     @property
     def batches(self) -> dict[str, int]:
         """The record batches appended by dataset, once the sealed periods are taken."""
-        self.journal.flush()
         self.intake.take()
         return self.memory.batches

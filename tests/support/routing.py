@@ -9,12 +9,11 @@ from edgeplane.edge.router import EdgeRouter
 
 
 async def answer_through(router: EdgeRouter, request: EdgeRequest) -> EdgeResponse:
-    """The router's answer to ``request`` (awaited when it is not at hand), then ``answered`` as after the write."""
+    """The router's answer to ``request`` (awaited when it is not at hand), committed as before the write and then
+    ``answered`` as after it."""
     answer = router.handle(request)
     response = answer if isinstance(answer, EdgeResponse) else await answer
-    router.answered(
-        [(request, response, len(encode_response(response, keep_alive=True, http_10=False)), time.time_ns())]
-    )
+    _send(router, request, response)
     return response
 
 
@@ -24,5 +23,12 @@ async def answer_request(router: EdgeRouter, request: EdgeRequest) -> EdgeRespon
     early = router.answer_head(request)
     if early is None:
         return await answer_through(router, request)
-    router.answered([(request, early, len(encode_response(early, keep_alive=True, http_10=False)), time.time_ns())])
+    _send(router, request, early)
     return early
+
+
+def _send(router: EdgeRouter, request: EdgeRequest, response: EdgeResponse) -> None:
+    """What ``HttpServer`` does around the write of an answer: ``commit_answer`` before, ``answered`` after."""
+    sent_bytes = len(encode_response(response, keep_alive=True, http_10=False))
+    router.commit_answer(request, response, sent_bytes)
+    router.answered([(request, response, sent_bytes, time.time_ns())])

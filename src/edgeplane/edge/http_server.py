@@ -43,9 +43,11 @@ The handler is asked twice per request: ``answer_head`` with the head only, when
 refused on their head (wrong host, method or content type) are answered without reading or buffering their body; then
 ``handle`` with the whole body, on the loop's next turn. ``handle`` gives the answer itself when it has it at hand (a
 refusal, an answer from the gateway's cache), which is written at once, without a task; otherwise it gives an awaitable,
-which runs as the connection's one task. Once written, every answer to a request whose head was read is handed to the
-handler's ``answered``, in batches: when ``TELL_BATCH`` answers wait, or ``TELL_DELAY_SECONDS`` after the first of them.
-Work the client need not wait for (the request's log record) is done there.
+which runs as the connection's one task. Just before an answer is handed to the socket the handler's ``commit_answer``
+is called with it and its encoded size: what must outlive the process before the client can see the answer (the
+request's log record, ``edgeplane.edge.request_log``) is done there. Once written, every answer to a request whose head
+was read is handed to the handler's ``answered``, in batches: when ``TELL_BATCH`` answers wait, or
+``TELL_DELAY_SECONDS`` after the first of them. Work the client need not wait for is done there.
 
 Why the next turn: the requests read in one turn of the loop are then handled together and their answers written
 together (uvloop writes what was queued at the end of each turn), so each turn of the loop, with its ``epoll_wait``,
@@ -216,6 +218,12 @@ class EdgeHandler(Protocol):
     def handle(self, request: EdgeRequest) -> EdgeResponse | Awaitable[EdgeResponse]:
         """The answer to a request ``answer_head`` let through, with its whole body: the answer itself when it is at
         hand, else an awaitable of it."""
+
+    def commit_answer(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
+        """Called just before an answer to a request whose head was read is handed to the socket, ``sent_bytes``
+        of head and body (and with 0 for an answer dropped because the client went away first): what must outlive
+        the process before the client can see the answer (the request's log record) is done here. Runs on the
+        request's path: it must be quick and make no system call."""
 
     def answered(self, answers: list[Answer]) -> None:
         """Called after the writes with a batch of the answers to requests whose head was read (the handler's own,
@@ -734,23 +742,38 @@ class _HttpConnection(asyncio.Protocol):
         self._busy = False
         if self._lost:
             self._server._forget(self)
+            self._commit(request, answer, 0)
             self._server._tell(request, answer, 0)
             return
         self._server._tell(request, answer, self._send(answer, pending))
         self._advance()
 
     def _send(self, answer: EdgeResponse, pending: _Pending) -> int:
-        """Writes ``answer`` to ``pending``; returns its size (0 when the connection is closing and it is not
-        written)."""
+        """Writes ``answer`` to ``pending``, once the handler has committed it (``commit_answer``); returns its size
+        (0 when the connection is closing and it is not written)."""
+        request = pending.request
         if self._closing:
+            if request is not None:
+                self._commit(request, answer, 0)
             return 0
         # The last answer the connection will give says so.
         keep_alive = pending.keep_alive and not self._server.stopping and not (self._input_closed and not self._queue)
         data = encode_response(answer, keep_alive=keep_alive, http_10=pending.http_10, head_only=pending.head_only)
+        if request is not None:
+            try:
+                self._handler.commit_answer(request, answer, len(data))
+            except Exception:  # the answer goes out all the same
+                log.exception("edge handler failed to commit an answer", path=request.path)
         cast(asyncio.Transport, self._transport).write(data)
         if not keep_alive:
             self._close()
         return len(data)
+
+    def _commit(self, request: EdgeRequest, answer: EdgeResponse, sent_bytes: int) -> None:
+        try:
+            self._handler.commit_answer(request, answer, sent_bytes)
+        except Exception:  # the answer goes out all the same
+            log.exception("edge handler failed to commit an answer", path=request.path)
 
     def _refuse(self, answer: EdgeResponse, request: EdgeRequest | None = None) -> None:
         """Answers with ``answer`` after what is queued (to ``request``, when its head was read), reads no more

@@ -1,18 +1,19 @@
 """The intake of the edge's records: the sealed periods of the edge workers' request journals, appended to their log
 stores (in the delivery process, the stores' one writer).
 
-Each sealed period (``edgeplane.edge.request_journal``) becomes one Arrow record batch of ``http_requests`` rows
-(``RequestRows.batch``), appended to the store of the worker that journalled it; rows no batch can hold (a text Arrow
-refuses) and the rows kept whole (a firewall match) go to the store as dictionaries, which it keeps as JSON lines;
-``firewall_events`` records as a batch of their own. Once the store has written a period's records (``flush``), the
-period's file is deleted. A store that refuses (its disk fell behind) leaves the file in place, and a later ``take``
-tries again, from the part it refused (a period goes in up to three parts: its batch, its rows kept whole, its
-firewall events; those the store took are not appended again); a store that has not written them within
-``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is not taken further until it has (so nothing is appended
-twice). A chunk that cannot be read (a damaged file) ends its
-period with a warning, and the chunks before it are taken; a period that cannot be converted at all is set aside
-as ``<period>.unreadable`` with an error in the log, and the others go on. Only the edge worker's bound on an
-untaken backlog (``logs.retention_bytes``) ever drops journalled records.
+Each sealed period (``edgeplane.edge.request_journal``: its frames, or the chunks of a period of the earlier format,
+read into ``RequestRows``) becomes one Arrow record batch of ``http_requests`` rows (``RequestRows.batch``), appended to
+the store of the worker that journalled it; rows no batch can hold (a text Arrow refuses) and the rows kept whole (a
+firewall match) go to the store as dictionaries, which it keeps as JSON lines; ``firewall_events`` records as a batch of
+their own. Once the store has written a period's records (``flush``), the period's file is deleted. A store that refuses
+(its disk fell behind) leaves the file in place, and a later ``take`` tries again, from the part it refused (a period
+goes in up to three parts: its batch, its rows kept whole, its firewall events; those the store took are not appended
+again); a store that has not written them within ``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is not
+taken further until it has (so nothing is appended twice). A frame that cannot be read (a damaged file) ends its period
+with a warning, and the frames before it are taken (a frame a kill cut short was never committed: the journal's reader
+stops before it); a period that cannot be converted at all is set aside as ``<period>.unreadable`` with an error in the
+log, and the others go on. Only the edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops
+journalled records.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from prometheus_client import Counter
 
 from edgeplane.edge.request_journal import delete_sealed, read_sealed, sealed_periods, set_aside
 from edgeplane.edge.request_log import HTTP_REQUESTS
-from edgeplane.edge.request_rows import Chunk, RequestRows
+from edgeplane.edge.request_rows import RequestRows
 from edgeplane.logs.log_store import LogStore, LogStoreError
 from edgeplane.logs.record_columns import batch_of_rows
 from edgeplane.waf.events import FIREWALL_EVENTS
@@ -106,12 +107,12 @@ class JournalIntake:
         """Appends a period's parts the store has not taken yet: how many records that was, and whether the store
         took them all (when it refuses one, the next take goes on from that part)."""
         rows = RequestRows()
-        for data in read_sealed(directory, period):
+        for kind, payload in read_sealed(directory, period):
             try:
-                rows.extend(Chunk.decode(data))
+                rows.add_frame(kind, payload)
             except ValueError as error:  # the rest of the period is skipped
                 reason = str(error)
-                log.warning("request journal chunk unreadable", directory=str(directory), period=period, error=reason)
+                log.warning("request journal frame unreadable", directory=str(directory), period=period, error=reason)
                 break
         key = (directory, period)
         count = 0

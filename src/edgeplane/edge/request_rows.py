@@ -1,28 +1,20 @@
-"""The ``http_requests`` rows of answered requests, kept so that adding one, journalling them and turning them into a
-record batch all cost little.
+"""The ``http_requests`` rows of answered requests: their form in the request journal, and the record batch the
+delivery process makes of a journal period.
 
 A request's texts (client address, host, method, path, query, protocol, user agent, referer, ``X-Requested-With``,
 content type, edge address, country, ASN, zone, cache status) repeat from one request to the next, so a row keeps
-them as the number of a **shape**: the tuple of those values, numbered once per journal period. Its numbers
-(port, sizes, status, timestamps, origin status and duration) are packed as machine integers (``struct``) onto one
-byte array, a row after the other; its shape's number (a 32-bit machine integer) and its ray id (ASCII, then a newline)
-go to two more byte arrays, so that no Python object is kept per row (packing all the numbers at once: appending each
-to an ``array('q')`` of its own cost twice as much as the rest of the row; a list of ray ids kept every ray id's
-string alive until the journal's look, and ``marshal`` then read them all again). The journal takes the new bytes as
-they are; the record batch copies the numbers into columns (strided slices, in C) and takes them as Arrow buffers.
-The texts become columns once per shape and are spread over the rows by an Arrow ``take``.
+them as the number of a **shape**: the tuple of those values (``SHAPE``), numbered once per journal period, whose
+frame the journal holds before the first row that names it. A row is then one fixed-size frame (``ROW_FRAME``): the
+shape's number, the numbers (port, sizes, status, timestamps, origin status and duration) as machine integers, and
+the ray id, written by ``edgeplane.edge.request_log`` with one ``pack_into`` into the journal's mapping, its commit
+word last. The delivery process reads a period's frames back into ``RequestRows`` (``add_frame``): the shape
+numbers, numbers and ray ids onto three byte arrays, which the record batch takes as Arrow buffers (the numbers as
+columns by strided slices, in C); the texts become columns once per shape and are spread over the rows by an Arrow
+``take``. Periods of the earlier journal format are read as ``Chunk``s.
 
 Written here rather than with a library: the work is a fixed mapping from the edge's own objects to the dataset's
 columns; the standard ``struct``, ``array`` and ``marshal`` modules and Arrow's buffers and kernels do all of the
 generic part. The vectorised arithmetic uses Arrow's compute functions, so no further dependency is needed.
-
-In C, when it was compiled: ``add_answers`` hands its batch to ``row_builder`` (``row_builder.c``) first, which adds
-the rows of the ordinary answers exactly as the loop here would (the same shape tuples, numbers and ray ids, in the
-same dictionary, list and byte arrays) and gives back the others, in order, for the loop. In the interpreter the
-loop took about 7,100 instructions a row, in C about 850; paired at concurrency 16 that is 1.2 µs less CPU per
-request, more than half of what logging cost the edge (``docs/benchmarks.md``). Without a compiler at install time
-the module is not built and the loop does every row; ``tests/edge/test_row_builder.py`` holds the two to the same
-records.
 
 Rows that do not fit (a number beyond 64 bits, a value of another type) and rows of requests with a firewall verdict
 (the firewall matched them: they carry ``Security*`` fields; or their attack scores were computed) are kept whole, as
@@ -39,36 +31,15 @@ import struct
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from edgeplane.edge.exchange import NOT_LOGGED, Exchange
-from edgeplane.edge.http_server import (
-    NOTED_HEADERS,
-    REFERER,
-    REQUESTED_WITH,
-    USER_AGENT,
-    Answer,
-    EdgeRequest,
-    EdgeResponse,
-)
-from edgeplane.store.snapshot import ZoneRoute
+from edgeplane.edge import request_journal
+from edgeplane.edge.exchange import Exchange
+from edgeplane.edge.http_server import Answer
 from edgeplane.waf.events import attack_score_fields
-from edgeplane.waf.firewall import ALLOWED
-
-row_builder: ModuleType | None
-try:  # the loop of ``add_answers`` in C (``row_builder.c``), built when a C compiler was at hand at install time
-    from edgeplane.edge import row_builder as _compiled
-except ImportError:  # pragma: no cover - installed without a compiler: the Python loop does all the work
-    row_builder = None
-else:
-    _compiled.setup(
-        EdgeRequest, EdgeResponse, Exchange, ZoneRoute, ALLOWED, len(NOTED_HEADERS), USER_AGENT, REFERER, REQUESTED_WITH
-    )
-    row_builder = _compiled
 
 # The numeric fields of a row, in the order ``RequestRows.add`` appends them; -1 is a missing origin value.
 NUMBER_COLUMNS: Final = (
@@ -95,7 +66,6 @@ _JOURNAL_FORMATS: Final = (_JOURNAL_FORMAT, 2, _FIRST_JOURNAL_FORMAT)  # 1 and 2
 # The ray ids of a chunk are one string, separated by this (a ray id is hex digits). Written as a list, they cost
 # marshal more than everything else in the chunk: it looks each string up in its table of shared objects.
 _RAY_SEPARATOR: Final = "\n"
-_RAY_END: Final = b"\n"
 
 # A shape: the texts of a row, in this order (bytes as the request had them, decoded once per shape).
 SHAPE: Final = (
@@ -116,9 +86,6 @@ SHAPE: Final = (
     "cache status (str)",
 )
 Shape = tuple[Any, ...]
-# An answer ``RequestRows.add_answers`` did not add, with its exchange and its row's shape and numbers: the caller
-# keeps it whole.
-Leftover = tuple[Answer, Exchange, Shape, tuple[int, ...]]
 
 
 def _header_text(value: bytes | None) -> str:
@@ -154,12 +121,25 @@ SHAPE_COLUMNS: Final[dict[str, tuple[pa.DataType, Callable[[Shape], Any]]]] = {
 # A row's numbers, packed: machine integers in the order of ``NUMBER_COLUMNS`` (native order, standard sizes, as
 # ``array("q")`` holds them).
 _NUMBERS: Final = struct.Struct(f"={len(NUMBER_COLUMNS)}q")
-_SHAPE_NUMBER: Final = struct.Struct("I")  # native, as row_builder.c writes it (and memoryview casts, "I")
+_SHAPE_NUMBER: Final = struct.Struct("=I")  # as memoryview casts "I"
+_RAY_BYTES: Final = 16  # a ray id in a row: 16 hex digits (``new_ray_id``); rows of others are kept whole
+# A row in the journal: the numbers, the ray id, the shape's number. The numbers and the ray id fall on 8-byte
+# boundaries of the frame (after its 8-byte head), so that the intake takes a run of rows apart by strided views.
+ROW_PAYLOAD: Final = struct.Struct(f"={len(NUMBER_COLUMNS)}q{_RAY_BYTES}sI")
+# A row's whole frame (``request_journal``): length and kind, the payload, the commit word, in the order
+# ``pack_into`` writes them, so that one call writes the frame and its commit word last.
+ROW_FRAME: Final = struct.Struct(f"=II{ROW_PAYLOAD.format[1:]}I")
+_WORDS: Final = ROW_FRAME.size // 8  # a row frame in 64-bit words: head, nine numbers, two of ray id, the rest
+_RAY_WORD: Final = 1 + len(NUMBER_COLUMNS)
+_SHAPE_WORD32: Final = 2 * (_RAY_WORD + 2)  # the shape number, in 32-bit words
+assert ROW_FRAME.size == request_journal.ROW_FRAME_SIZE == request_journal.frame_size(ROW_PAYLOAD.size)
 
 
 @dataclass(slots=True)
 class Chunk:
-    """What ``RequestRows`` gained since the last chunk: the journal's unit (``encode`` / ``decode``)."""
+    """The unit of the earlier journal format (format 3 and before: the rows gained since the last ``write``,
+    ``marshal``'d). Edge workers no longer write it; the intake still reads it (``decode``), and ``encode`` makes
+    it for tests of that."""
 
     count: int  # rows in the packed numbers
     shapes: list[Shape]  # the shapes first used by these rows, numbered on from the earlier chunks of the period
@@ -222,108 +202,64 @@ def _interleaved(columns: list[bytes], count: int) -> bytes:
 
 
 class RequestRows:
-    """The rows of one journal period (see the module docstring). In the edge worker: ``add_answers``, and
-    ``take_chunk`` for the journal as often as wanted; the next period has a new ``RequestRows``, since shapes are
-    numbered per period. In the delivery process: ``extend`` with the period's chunks, then ``batch`` (or
-    ``records``) once."""
+    """The rows of one journal period, in the delivery process (see the module docstring): ``add_frame`` with each
+    of the period's frames, in order, then ``batch`` (or ``records``) once."""
 
     def __init__(self) -> None:
-        self._last: list[Any] = [None, 0]  # the shape of the row ``row_builder`` added last, and its number
         self._shapes: dict[Shape, int] = {}
         self._shape_list: list[Shape] = []
         self._shape_numbers = bytearray()  # every row's shape number, packed (``_SHAPE_NUMBER``)
-        self._rays = bytearray()  # every row's ray id, UTF-8, each followed by a newline
-        self._numbers = bytearray()  # every row's numbers, packed (``_NUMBERS``)
+        self._rays = bytearray()  # every row's ray id, UTF-8, 16 bytes
+        self._numbers = bytearray()  # every row's numbers, packed (``_NUMBERS``, as in ``ROW_PAYLOAD``)
         self.odd: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
-        self._shapes_chunked = 0  # shapes already in a chunk
 
     def __len__(self) -> int:
         return len(self._shape_numbers) // _SHAPE_NUMBER.size + len(self.odd)
 
-    def add_answers(self, answers: list[Answer]) -> tuple[list[Leftover], list[Answer]]:
-        """Adds a row for each answer whose request has a started ``Exchange``. Returns the answers it did not add:
-        those to keep whole, with their exchange, shape and numbers (the firewall matched them, or a number is no
-        64-bit integer), for the caller to build; and those whose exchange was not started (none, or no ray id),
-        for the caller to start and add again. Requests marked ``NOT_LOGGED`` are skipped.
+    def add_frame(self, kind: int, payload: bytes) -> None:
+        """Adds a frame of a journal period (``request_journal.read_sealed``), in the order written. Raises
+        ``ValueError`` for a frame that cannot be read (the rest of its period is then skipped)."""
+        if kind == request_journal.ROWS:
+            self._add_rows(payload)
+        elif kind == request_journal.SHAPE:
+            shape = _loads(payload)
+            if not isinstance(shape, tuple) or len(shape) != len(SHAPE):
+                raise ValueError("a request journal shape of the wrong form")
+            self._shapes[shape] = len(self._shape_list)
+            self._shape_list.append(shape)
+        elif kind == request_journal.WHOLE:
+            whole = _loads(payload)
+            if not (isinstance(whole, tuple) and len(whole) == 2 and isinstance(whole[0], dict)):
+                raise ValueError("a request journal record of the wrong form")
+            self.odd.append(whole[0])
+            self.events.extend(whole[1])
+        elif kind == request_journal.CHUNK:
+            self.extend(Chunk.decode(payload))
+        else:
+            raise ValueError(f"a request journal frame of unknown kind {kind}")
 
-        The ordinary rows are added by ``row_builder`` when it was compiled; the loop here adds the rest (all of
-        them without it) and is the reference the C module is tested against (see the module docstring)."""
-        shapes, shape_list, shape_numbers, rays, packed = (
-            self._shapes,
-            self._shape_list,
-            self._shape_numbers,
-            self._rays,
-            self._numbers,
-        )
-        pack, pack_shape_number = _NUMBERS.pack, _SHAPE_NUMBER.pack
-        leftovers: list[Leftover] = []
-        unstarted: list[Answer] = []
-        if row_builder is not None:  # it adds the ordinary rows and leaves the rest to the loop below
-            answers = row_builder.add_answers(answers, shapes, shape_list, shape_numbers, rays, packed, self._last)
-        for answer in answers:
-            request, response, _sent_bytes, _written_ns = answer
-            exchange: Exchange = request.context  # type: ignore[assignment]  # checked on the next line
-            if exchange.__class__ is not Exchange or not exchange.ray_id:  # a class check costs less than isinstance
-                if exchange is not NOT_LOGGED:
-                    unstarted.append(answer)
-                continue
-            client, noted, zone = request.client, request.noted, exchange.zone
-            shape = (
-                client[0] if client else "",
-                exchange.host,
-                request.method,
-                request.path,
-                request.query_string,
-                request.http_version,
-                noted[USER_AGENT],
-                noted[REFERER],
-                noted[REQUESTED_WITH],
-                response.content_type,
-                request.server,
-                exchange.country,
-                exchange.asn,
-                zone.zone_name if zone else "",
-                exchange.cache_status,
-            )
-            numbers = numbers_of(answer, exchange)
-            if exchange.verdict is not ALLOWED or not _plain_ray(exchange.ray_id):  # rare: a match, scores, an odd id
-                leftovers.append((answer, exchange, shape, numbers))
-                continue
-            try:
-                row = pack(*numbers)
-            except struct.error:
-                leftovers.append((answer, exchange, shape, numbers))
-                continue
-            number = shapes.get(shape)
-            if number is None:
-                number = shapes[shape] = len(shape_list)
-                shape_list.append(shape)
-            packed += row
-            shape_numbers += pack_shape_number(number)
-            rays += exchange.ray_id.encode() + _RAY_END
-        return leftovers, unstarted
-
-    def take_chunk(self) -> Chunk | None:
-        """What was added since the last chunk, which the rows then forget (the shapes they keep, numbered on);
-        None when nothing was added."""
-        shape_numbers, odd = self._shape_numbers, self.odd
-        shapes = len(self._shape_list)
-        if not (shape_numbers or odd or self.events) and shapes == self._shapes_chunked:
-            return None
-        chunk = Chunk(
-            len(shape_numbers) // _SHAPE_NUMBER.size,
-            self._shape_list[self._shapes_chunked :],
-            shape_numbers,  # the chunk takes the byte arrays: no copy
-            self._rays.decode(),
-            self._numbers,
-            odd,
-            self.events,
-        )
-        self._shapes_chunked = shapes
-        self._shape_numbers, self._rays, self._numbers = bytearray(), bytearray(), bytearray()
-        self.odd, self.events = [], []
-        return chunk
+    def _add_rows(self, frames: bytes) -> None:
+        """Adds a run of whole row frames: their shape numbers, numbers and ray ids taken out by strided views."""
+        count, rest = divmod(len(frames), ROW_FRAME.size)
+        if rest or not count:
+            raise ValueError("a request journal run of rows of the wrong size")
+        words, words32 = memoryview(frames).cast("q"), memoryview(frames).cast("I")
+        shape_numbers = words32[_SHAPE_WORD32 :: 2 * _WORDS]
+        if max(shape_numbers) >= len(self._shape_list):
+            raise ValueError("a request journal row names a shape its period does not have")
+        width = len(NUMBER_COLUMNS)
+        numbers = bytearray(count * _NUMBERS.size)
+        packed = memoryview(numbers).cast("q")
+        for index in range(width):
+            packed[index::width] = words[1 + index :: _WORDS]
+        rays = bytearray(count * _RAY_BYTES)
+        ray_words = memoryview(rays).cast("q")
+        ray_words[0::2] = words[_RAY_WORD::_WORDS]
+        ray_words[1::2] = words[_RAY_WORD + 1 :: _WORDS]
+        self._shape_numbers += shape_numbers.tobytes()
+        self._numbers += numbers
+        self._rays += rays
 
     def extend(self, chunk: Chunk) -> None:
         """Adds the rows of a journalled chunk (the intake): chunks of one period, in the order they were taken."""
@@ -333,9 +269,17 @@ class RequestRows:
         numbers = memoryview(chunk.shape_numbers).cast("I")
         if numbers and max(numbers) >= len(self._shape_list):
             raise ValueError("a request journal chunk names a shape no earlier chunk of its period has")
-        self._shape_numbers += chunk.shape_numbers
-        self._rays += chunk.rays.encode()
-        self._numbers += chunk.numbers
+        rays = chunk.rays[:-1].split(_RAY_SEPARATOR) if chunk.count else []
+        for index, (shape_number, ray_id, row) in enumerate(
+            zip(numbers, rays, _NUMBERS.iter_unpack(chunk.numbers), strict=True)
+        ):
+            ray = ray_id.encode()
+            if len(ray) == _RAY_BYTES:
+                self._shape_numbers += chunk.shape_numbers[index * 4 : index * 4 + 4]
+                self._numbers += chunk.numbers[index * _NUMBERS.size : (index + 1) * _NUMBERS.size]
+                self._rays += ray
+            else:  # a ray id a row of this format cannot hold
+                self.odd.append(record_of(self._shape_list[shape_number], ray_id, row))
         self.odd.extend(chunk.odd)
         self.events.extend(chunk.events)
 
@@ -352,7 +296,8 @@ class RequestRows:
         if not count:
             return None
         names: list[str] = ["RayID"]
-        arrays: list[pa.Array] = [pa.array(self._ray_ids(), pa.string())]
+        rays = pa.Array.from_buffers(pa.binary(_RAY_BYTES), count, [None, pa.py_buffer(self._rays)])
+        arrays: list[pa.Array] = [rays.cast(pa.binary()).cast(pa.string())]
         indices = pa.Array.from_buffers(pa.uint32(), count, [None, pa.py_buffer(self._shape_numbers)])
         shapes = self._shape_list
         for name, (type_, value_of) in SHAPE_COLUMNS.items():
@@ -401,12 +346,20 @@ class RequestRows:
         ]
 
     def _ray_ids(self) -> list[str]:
-        return self._rays[:-1].decode().split(_RAY_SEPARATOR) if self._rays else []
+        rays = self._rays
+        return [rays[start : start + _RAY_BYTES].decode() for start in range(0, len(rays), _RAY_BYTES)]
+
+
+def _loads(payload: bytes) -> Any:
+    try:
+        return marshal.loads(payload)  # noqa: S302  # our own journal, in the data directory
+    except (EOFError, TypeError, ValueError) as error:
+        raise ValueError(f"a request journal frame that is not marshal data: {error}") from None
 
 
 def numbers_of(answer: Answer, exchange: Exchange) -> tuple[int, ...]:
-    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS``, as ``add_answers``'s Python loop packs
-    them (``row_builder.c`` packs the same values for the ordinary rows)."""
+    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS`` (the request log packs the same values on
+    its hot path)."""
     request, response, sent_bytes, written_ns = answer
     origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
     return (

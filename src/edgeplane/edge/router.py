@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import orjson
@@ -86,6 +86,14 @@ class EdgeRouter:
         self.snapshots = snapshots
         self.request_log = request_log
         self.locator = locator or ClientLocator()
+        # Journals a request's log records; ``HttpServer`` calls it just before it writes the answer, so they are
+        # journalled before the client can see it. The request log's own ``commit``, called without a frame of the
+        # router's; it starts the exchange of a request the router did not see (refused by the server before the
+        # router saw it, a body too large say, or the handler failed early) with ``_start``.
+        self.commit_answer: Callable[[EdgeRequest, EdgeResponse, int], None] = _no_log
+        if request_log is not None:
+            request_log.start = self._start
+            self.commit_answer = request_log.commit
         # The zones whose attack scores a Logpush job logs, for the snapshot they were found in.
         self._scored: tuple[ConfigSnapshot | None, frozenset[str]] = (None, frozenset())
 
@@ -181,11 +189,7 @@ class EdgeRouter:
         return EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
 
     def answered(self, answers: list[Answer]) -> None:
-        """Logs answered requests (``HttpServer`` calls this with a batch of them once they are written). A request
-        whose exchange was not started (refused by the server before the router saw it, a body too large say, or
-        the handler failed early) is started by the request log, with ``_start``."""
-        if self.request_log is not None:
-            self.request_log.emit(answers, self._start)
+        """Nothing to do once answers are written: their records were journalled before (``commit_answer``)."""
 
     def _start(self, request: EdgeRequest, started_ns: int) -> Exchange:
         """The request's exchange, started: its start time, a ray id, and the client's country and ASN."""
@@ -286,3 +290,7 @@ def _names_json(content_type: bytes) -> bool:
 
 
 _JSON_TYPES = BoundedMemo(_names_json)  # content types recur from request to request
+
+
+def _no_log(request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
+    """``commit_answer`` without a request log."""
