@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from edgeplane.configuration.snapshot import ZoneRoute
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
@@ -20,7 +21,6 @@ from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, Requ
 from edgeplane.edge.runtime import EdgeRuntime
 from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
-from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.firewall import Match, Verdict
 from tests.support.journalled_store import JournalledStore
 from tests.support.memory_log_store import MemoryLogStore

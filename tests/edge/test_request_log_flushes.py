@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edgeplane.configuration.snapshot import ZoneRoute
 from edgeplane.edge import request_log, request_rows
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
 from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS
 from edgeplane.edge.request_rows import RequestRows
-from edgeplane.store.snapshot import ZoneRoute
 from tests.support.journalled_store import JournalledStore
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")

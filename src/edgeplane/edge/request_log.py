@@ -40,6 +40,7 @@ from typing import Any, Final
 
 from prometheus_client import Counter
 
+from edgeplane.configuration.snapshot import ConfigSnapshot
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange
 from edgeplane.edge.http_server import (
     NOTED_HEADERS,
@@ -64,7 +65,6 @@ from edgeplane.edge.request_rows import (
 from edgeplane.logs.datasets import Dataset, load_dataset
 from edgeplane.logs.errors import LogsError
 from edgeplane.logs.output_options import parse_logpull_options, parse_output_options
-from edgeplane.store.snapshot import ConfigSnapshot
 from edgeplane.waf.events import ATTACK_SCORE_FIELDS, attack_score_fields, firewall_event_records, security_fields
 from edgeplane.waf.firewall import ALLOWED
 

@@ -42,6 +42,7 @@ from typing import Final
 import orjson
 
 from edgeplane.bounded_memo import BoundedMemo
+from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
 from edgeplane.edge.http_server import CONTENT_TYPE, HOST, Answer, EdgeRequest, EdgeResponse, jsonrpc_error
@@ -50,7 +51,6 @@ from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.jsonrpc.envelope import encode
 from edgeplane.jsonrpc.errors import INVALID_REQUEST
 from edgeplane.rules import RequestFields
-from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder
 from edgeplane.waf.firewall import Verdict, scored_verdict
 
 FIREWALL_BLOCKED: Final = -32003

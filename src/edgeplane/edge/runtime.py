@@ -15,6 +15,7 @@ import structlog
 
 from edgeplane import batched_counts
 from edgeplane.config import Settings
+from edgeplane.configuration.snapshot import SnapshotHolder, read_snapshot
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import HttpServer
 from edgeplane.edge.request_journal import RequestJournal
@@ -28,7 +29,6 @@ from edgeplane.logs.partitions import journal_directory
 from edgeplane.propagation.channel import channel_path
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
-from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import structlog
 
 from edgeplane.config import Settings
+from edgeplane.configuration.snapshot import SnapshotHolder, read_snapshot
 from edgeplane.edge.journal_intake import JournalIntake
 from edgeplane.edge.request_journal import seal_leftovers
 from edgeplane.logs.arrivals import Arrivals
@@ -25,7 +26,6 @@ from edgeplane.propagation.channel import channel_path
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
 from edgeplane.store.job_status import DatabaseJobStatus
-from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 
