@@ -80,6 +80,7 @@ import orjson  # noqa: E402 - after the path set-up
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
+from edgeplane.configuration.snapshot import ConfigSnapshot, ZoneRoute  # noqa: E402
 from edgeplane.logs.delivery import JobDelivery, JobPlan, plan_job  # noqa: E402
 from edgeplane.logs.destination_conf import parse_destination_conf  # noqa: E402
 from edgeplane.logs.destinations import Destination, DestinationPolicy, open_destination  # noqa: E402
@@ -93,7 +94,6 @@ from edgeplane.logs.log_store import (  # noqa: E402
 )
 from edgeplane.logs.record_columns import COMPRESSIONS, Compression, combined, rows_of  # noqa: E402
 from edgeplane.logs.record_format import GZIP_LIBRARY, gzip_batch  # noqa: E402
-from edgeplane.store.snapshot import ConfigSnapshot, ZoneRoute  # noqa: E402
 
 # Targets from the issue.
 TARGET_RECORDS_PER_CORE_SECOND = 500_000

@@ -18,12 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from edgeplane.configuration.snapshot import ZoneRoute
 from edgeplane.edge import request_log
 from edgeplane.edge.exchange import Exchange, new_ray_id
 from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
-from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_log import RequestLog
-from edgeplane.store.snapshot import ZoneRoute
+from edgeplane.logs.request_journal import RequestJournal
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="localhost", account_id="a" * 32, plan="enterprise")
 CLIENT = ("127.0.0.1", 40000)

@@ -17,7 +17,8 @@ import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
 from edgeplane import __version__
-from edgeplane.bootstrap import ensure_bootstrap, ensure_install_secret
+from edgeplane.api.install_secret import ensure_install_secret
+from edgeplane.bootstrap import ensure_bootstrap
 from edgeplane.chain.process import ChainProcess
 from edgeplane.child_process import ChildProcess, begin_shutdown
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings

@@ -12,23 +12,22 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-    from edgeplane.store.database import Database
+from edgeplane.api.credentials import new_api_key, new_api_token, new_object_id, secret_hash
+from edgeplane.api.permissions import USER_SCOPE, permission_catalogue
+from edgeplane.api.ruleset_writes import deploy_default_rulesets
+from edgeplane.store.database import Database
+from edgeplane.store.models import Account, ApiToken, User, Web3Hostname, Zone
 
 BOOTSTRAP_ZONE_NAME = "localhost"
 BOOTSTRAP_EMAIL = "admin@edgeplane.localhost"
 # Hosts that reach the bootstrap zone's web3 gateway without any configuration.
 BOOTSTRAP_WEB3_HOSTNAMES = ("localhost", "127.0.0.1")
-
-_TOKEN_ALPHABET = string.ascii_letters + string.digits + "_-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,30 +42,9 @@ class Credentials:
     zone_name: str
 
 
-def new_api_key() -> str:
-    """A global API key: 37 lowercase hex characters."""
-    return secrets.token_hex(19)[:37]
-
-
-def new_api_token() -> str:
-    """An API token: 40 characters of ``[A-Za-z0-9_-]``."""
-    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(40))
-
-
-def new_object_id() -> str:
-    """A zone, account, ruleset or rule id: 32 lowercase hex characters."""
-    return secrets.token_hex(16)
-
-
 def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
     """Creates the bootstrap identity when the database has no account. Returns whether it did.
     Raises ``OSError`` when the data directory cannot be written."""
-    from sqlalchemy import select
-
-    from edgeplane.api.credentials import secret_hash
-    from edgeplane.api.rulesets import deploy_default_rulesets
-    from edgeplane.store.models import Account, ApiToken, User, Web3Hostname, Zone
-
     with database.session() as session:
         if session.scalars(select(Account)).first() is not None:
             _upgrade_bootstrap_tokens(session)
@@ -124,8 +102,6 @@ def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
 def bootstrap_policies(account_id: str, user_id: str) -> list[dict[str, object]]:
     """The bootstrap token's policies: every permission group on the account and all its zones, and the API Tokens
     groups on the user (what the global API key can do)."""
-    from edgeplane.api.permissions import USER_SCOPE, permission_catalogue
-
     groups = permission_catalogue().groups
     return [
         {
@@ -150,10 +126,6 @@ _LEGACY_BOOTSTRAP_GROUP = {"id": "bootstrap", "name": "All permissions"}
 def _upgrade_bootstrap_tokens(session: Session) -> None:
     """Gives a bootstrap token made before permission groups were enforced the policies it has now (its old group
     names no permission this version knows, so it would otherwise grant nothing)."""
-    from sqlalchemy import select
-
-    from edgeplane.store.models import ApiToken, User
-
     for token in session.scalars(select(ApiToken).where(ApiToken.name == "bootstrap token")).all():
         policies = token.policies if isinstance(token.policies, list) else []
         legacy = [
@@ -191,17 +163,3 @@ def ensure_credentials(data_dir: Path) -> tuple[Credentials, bool]:
         os.fsync(file.fileno())
     os.replace(temporary, path)
     return credentials, True
-
-
-def ensure_install_secret(data_dir: Path) -> bytes:
-    """This installation's secret key (``<data dir>/secret.key``, mode 0600), created on first use. It keys what
-    the control plane derives rather than stores, such as Logpush ownership challenges."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / "secret.key"
-    if path.exists():
-        return path.read_bytes()
-    secret = secrets.token_bytes(32)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(secret)
-    return secret

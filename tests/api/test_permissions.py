@@ -26,7 +26,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from edgeplane.api.asgi import V4, build_api_app, unrouted, v4_table
-from edgeplane.api.credentials import secret_hash
+from edgeplane.api.credentials import new_api_token, new_object_id, secret_hash
 from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, ControlPlane
 from edgeplane.api.permissions import (
     ACCOUNT_SCOPE,
@@ -37,7 +37,7 @@ from edgeplane.api.permissions import (
     PermissionGroup,
     permission_catalogue,
 )
-from edgeplane.bootstrap import ensure_bootstrap, new_api_token, new_object_id
+from edgeplane.bootstrap import ensure_bootstrap
 from edgeplane.store.database import Database, default_database_url
 from edgeplane.store.models import ApiToken
 

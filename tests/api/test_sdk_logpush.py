@@ -11,10 +11,10 @@ import cloudflare
 import pytest
 from cloudflare import Cloudflare
 
+from edgeplane.configuration.snapshot import read_snapshot
 from edgeplane.logs.delivery import plan_job
 from edgeplane.logs.record_columns import decode_block, encode_rows
 from edgeplane.store.database import Database
-from edgeplane.store.snapshot import read_snapshot
 from tests.api.conftest import Api
 from tests.api.sdk_client import sdk_for
 

@@ -99,7 +99,7 @@ def test_synthesised_trace_filter_equals_the_node(
     debug_edge: EdgeplaneProcess, anvil: AnvilNode, trace_target: dict[str, Any], run_block: int
 ) -> None:
     # The root frame's gasUsed is compared separately: the call tracer reports gas after refunds (see
-    # edgeplane.gateway.trace_records), so the synthesised root gasUsed may be lower by the refund.
+    # edgeplane.jsonrpc.trace_records), so the synthesised root gasUsed may be lower by the refund.
     for query in queries(trace_target, run_block):
         direct = lower(traces(anvil.url, query))
         synthesised = traces(debug_edge.rpc_url(), query)

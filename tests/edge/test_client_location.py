@@ -26,12 +26,12 @@ from netaddr import IPSet
 from pydantic import ValidationError
 
 from edgeplane.config import LogSettings
+from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.client_location import ClientDatabaseError, ClientLocation, ClientLocator, LocationDatabase
 from edgeplane.edge.http_server import EdgeRequest
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
 from edgeplane.logs.tail import tail_records
-from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall
 from tests.support.anvil import free_port
 from tests.support.edgeplane import EdgeplaneProcess

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import HOST, Answer, EdgeRequest, EdgeResponse, HttpServer
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
-from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import Verdict, compile_firewall
 from tests.support.journalled_store import JournalledStore
 

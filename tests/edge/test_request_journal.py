@@ -22,9 +22,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgeplane.edge import journal_intake, request_journal
-from edgeplane.edge.journal_intake import JournalIntake
-from edgeplane.edge.request_journal import (
+from edgeplane.edge.request_log import RequestLog
+from edgeplane.logs import journal_intake, request_journal
+from edgeplane.logs.journal_intake import JournalIntake
+from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
+from edgeplane.logs.request_journal import (
     COMMIT,
     COMMIT_MARK,
     FRAME_HEAD,
@@ -39,9 +41,7 @@ from edgeplane.edge.request_journal import (
     read_sealed,
     sealed_periods,
 )
-from edgeplane.edge.request_log import HTTP_REQUESTS, RequestLog
-from edgeplane.edge.request_rows import NUMBER_COLUMNS, ROW_FRAME, ROW_PAYLOAD, Chunk
-from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
+from edgeplane.logs.request_rows import HTTP_REQUESTS, NUMBER_COLUMNS, ROW_FRAME, ROW_PAYLOAD, Chunk
 from edgeplane.waf.events import FIREWALL_EVENTS
 from edgeplane.waf.firewall import Verdict
 from tests.edge.test_request_log import emit, probe_match
@@ -219,7 +219,7 @@ _WRITER = """
 import sys, time
 sys.path[:0] = sys.argv[2:]
 from pathlib import Path
-from edgeplane.edge.request_journal import RequestJournal
+from edgeplane.logs.request_journal import RequestJournal
 from edgeplane.edge.request_log import RequestLog
 from tests.edge.test_request_journal import _answers
 log = RequestLog(RequestJournal(Path(sys.argv[1])), seal_interval=3600, max_rows=1 << 30)

@@ -11,16 +11,17 @@ from typing import Any
 
 import orjson
 
+from edgeplane.configuration.snapshot import ZoneRoute
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse
-from edgeplane.edge.journal_intake import RECORDS_REFUSED, JournalIntake
-from edgeplane.edge.request_journal import RequestJournal, sealed_periods
-from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS, RequestLog
+from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, RequestLog
 from edgeplane.edge.runtime import EdgeRuntime
 from edgeplane.logs.datasets import load_dataset
+from edgeplane.logs.journal_intake import RECORDS_REFUSED, JournalIntake
 from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
-from edgeplane.store.snapshot import ZoneRoute
+from edgeplane.logs.request_journal import RequestJournal, sealed_periods
+from edgeplane.logs.request_rows import HTTP_REQUESTS
 from edgeplane.waf.firewall import Match, Verdict
 from tests.support.journalled_store import JournalledStore
 from tests.support.memory_log_store import MemoryLogStore

@@ -13,12 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgeplane.edge import request_log, request_rows
+from edgeplane.configuration.snapshot import ZoneRoute
+from edgeplane.edge import request_log
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
-from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, HTTP_REQUESTS
-from edgeplane.edge.request_rows import RequestRows
-from edgeplane.store.snapshot import ZoneRoute
+from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS
+from edgeplane.logs import request_rows
+from edgeplane.logs.request_rows import HTTP_REQUESTS, RequestRows
 from tests.support.journalled_store import JournalledStore
 
 ZONE = ZoneRoute(zone_id="z" * 32, zone_name="example.com", account_id="a" * 32, plan="enterprise")

@@ -14,13 +14,13 @@ import socket
 import pytest
 
 from edgeplane.config import GatewaySettings, UpstreamSettings
+from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.http_server import HttpServer
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
-from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 
 MAX_BODY = 4096
 CALL = b'{"jsonrpc":"2.0","id":7,"method":"eth_blockNumber","params":[]}'

@@ -8,10 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
+from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.http_server import EdgeRequest
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
-from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
 from tests.support.journalled_store import JournalledStore
 from tests.support.routing import answer_request, answer_through

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from edgeplane.edge import request_log
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange
 from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse
-from edgeplane.edge.request_journal import RequestJournal, sealed_periods
 from edgeplane.edge.request_log import RequestLog
+from edgeplane.logs.request_journal import RequestJournal, sealed_periods
 from edgeplane.waf.firewall import Verdict
 from tests.edge.test_request_log import probe_match
 from tests.edge.test_request_log_flushes import _PLAIN, answer, answers

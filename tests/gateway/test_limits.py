@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgeplane.gateway.errors import InvalidParams
 from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs, check_get_logs_at_once
 from edgeplane.gateway.policy import load_method_policy
-from edgeplane.gateway.quantities import BlockRef
-from edgeplane.gateway.trace_filter import parse_trace_filter_params, resolve_trace_filter
+from edgeplane.gateway.trace_filter import resolve_trace_filter
+from edgeplane.jsonrpc.errors import InvalidParams
+from edgeplane.jsonrpc.quantities import BlockRef
+from edgeplane.jsonrpc.trace_filter_params import parse_trace_filter_params
 
 LIMITS = load_method_policy().limits
 HEAD = 10_000

@@ -12,9 +12,9 @@ from aiohttp import web
 
 from edgeplane.config import GatewaySettings, UpstreamSettings
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
-from edgeplane.gateway.jsonrpc import RpcRequest
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.jsonrpc.envelope import RpcRequest
 
 
 class FakeNode:

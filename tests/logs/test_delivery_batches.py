@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from edgeplane.configuration.snapshot import ConfigSnapshot, ZoneRoute
 from edgeplane.logs.delivery import JobDelivery, plan_job
 from edgeplane.logs.destinations import DestinationUnavailable
 from edgeplane.logs.log_store import ColumnBatch, SegmentedLogStore
-from edgeplane.store.snapshot import ConfigSnapshot, ZoneRoute
 
 HTTP = "http_requests"
 JOB_ID = 7

@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
+from edgeplane.configuration.snapshot import ConfigSnapshot, ZoneRoute
 from edgeplane.logs.delivery import Batch, JobDelivery, plan_job
 from edgeplane.logs.log_store import SegmentedLogStore
-from edgeplane.store.snapshot import ConfigSnapshot, ZoneRoute
 
 HTTP = "http_requests"
 ZONES = {"z1": ZoneRoute("z1", "example.com", "acct", "free"), "z2": ZoneRoute("z2", "example.org", "other", "free")}

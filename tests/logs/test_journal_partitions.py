@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgeplane.config import Settings
-from edgeplane.edge.request_journal import RequestJournal
-from edgeplane.edge.request_log import HTTP_REQUESTS, RequestLog
+from edgeplane.edge.request_log import RequestLog
 from edgeplane.logs.delivery_process import open_partition_stores, take_journals
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
+from edgeplane.logs.request_journal import RequestJournal
+from edgeplane.logs.request_rows import HTTP_REQUESTS
 from tests.edge.test_request_log import emit
 
 

@@ -17,11 +17,11 @@ import pytest
 import edgeplane.propagation.follower as follower_module
 from edgeplane.api.endpoint import bump_config_version
 from edgeplane.bootstrap import ensure_bootstrap
+from edgeplane.configuration.snapshot import SnapshotHolder, read_snapshot
 from edgeplane.propagation.channel import Applied, Hello, Role, bind_channel, channel_path, encode
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.propagation.hub import PropagationHub
 from edgeplane.store.database import Database, default_database_url
-from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 from tests.support.postgres import PostgresServer
 
 

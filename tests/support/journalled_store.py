@@ -8,9 +8,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from edgeplane.edge.journal_intake import JournalIntake
-from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_log import RequestLog
+from edgeplane.logs.journal_intake import JournalIntake
+from edgeplane.logs.request_journal import RequestJournal
 from tests.support.memory_log_store import MemoryLogStore
 
 

@@ -207,7 +207,7 @@ def test_listing_the_core_ruleset_does_not_compile_the_crs() -> None:
         "from edgeplane.waf import core_ruleset\n"
         "from edgeplane.waf.catalogue import OWASP_RULESET_ID, load_catalogue\n"
         "from edgeplane.waf.firewall import compile_firewall\n"
-        "from edgeplane.api.rulesets import default_managed_rules\n"
+        "from edgeplane.api.ruleset_writes import default_managed_rules\n"
         "assert OWASP_RULESET_ID in load_catalogue()\n"
         "compile_firewall({'http_request_firewall_managed': default_managed_rules()})\n"
         "print(core_ruleset.core_rule_set.cache_info().currsize)\n"

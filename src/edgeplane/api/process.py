@@ -13,7 +13,7 @@ import structlog
 
 from edgeplane.api.asgi import build_api_app
 from edgeplane.api.endpoint import ControlPlane
-from edgeplane.bootstrap import ensure_install_secret
+from edgeplane.api.install_secret import ensure_install_secret
 from edgeplane.config import Settings
 from edgeplane.listeners import asgi_server
 from edgeplane.logs.destinations import DestinationPolicy

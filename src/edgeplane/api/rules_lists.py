@@ -26,12 +26,12 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from edgeplane.api.accounts import visible_account
+from edgeplane.api.credentials import new_object_id
 from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, reject_unknown, require_object
 from edgeplane.api.errors import bad_request, conflict, not_found
 from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.rule_list_items import KINDS, ListItem, parse_item
 from edgeplane.api.timestamps import rfc3339
-from edgeplane.bootstrap import new_object_id
 from edgeplane.store.models import RuleList, RuleListItem, RuleListOperation, utc_now
 
 MAX_LISTS_PER_ACCOUNT = 1000

@@ -12,12 +12,12 @@ previous WAF does when the new one is saved. Every write takes ``?dry_run=true``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeplane.api.credentials import new_object_id
 from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, reject_unknown, require_object
 from edgeplane.api.errors import ApiError, bad_request, conflict, not_found
 from edgeplane.api.permissions import path_read, path_write
@@ -32,34 +32,37 @@ from edgeplane.api.ruleset_validation import (
     RULESET_IN_USE,
     SUPPORTED_PHASES,
     RuleContext,
-    RuleInput,
     check_phase,
     check_rule,
     check_rules,
     check_text,
     invalid,
 )
+from edgeplane.api.ruleset_writes import (
+    DEFAULT_ENTRYPOINT_NAME,
+    RULE_CONTENT,
+    build_rules,
+    rule_json,
+    same_behaviour,
+    save_ruleset,
+)
 from edgeplane.api.scope import Scope, request_scope
 from edgeplane.api.timestamps import rfc3339
-from edgeplane.bootstrap import new_object_id
+from edgeplane.api.waf_migration import put_managed_entrypoint
 from edgeplane.store.models import Zone, utc_now
-from edgeplane.store.ruleset_models import Ruleset, RulesetVersion, find_entrypoint, record_version
+from edgeplane.store.ruleset_models import Ruleset, RulesetVersion, find_entrypoint
 from edgeplane.waf.catalogue import (
     MANAGED_PHASE,
-    MANAGED_RULESET_ID,
     ManagedRuleset,
     load_catalogue,
 )
 
-DEFAULT_ENTRYPOINT_NAME = "default"
 DEFAULT_PER_PAGE = 50
 MAX_PER_PAGE = 1000
 _RULESET_MEMBERS = frozenset({"name", "description", "kind", "phase", "rules"})
 # Members the API answers with that a client may send back on an update; ignored.
 _RULESET_READ_ONLY = frozenset({"id", "version", "last_updated"})
 _POSITION = frozenset({"position"})
-# What makes a rule behave as it does: a change to any of these is a new rule version.
-_RULE_CONTENT = ("action", "expression", "description", "enabled", "action_parameters", "logging", "ref")
 
 
 def _entrypoint_kind(scope: Scope) -> str:
@@ -84,75 +87,6 @@ def ruleset_json(ruleset: Ruleset | RulesetVersion, *, with_rules: bool) -> dict
     if with_rules:
         document["rules"] = list(ruleset.rules)
     return document
-
-
-def _rule_json(rule_id: str, ref: str | None, content: Mapping[str, Any], version: int, when: str) -> dict[str, Any]:
-    document: dict[str, Any] = {
-        "id": rule_id,
-        "version": str(version),
-        "action": content["action"],
-        "expression": content["expression"],
-        "last_updated": when,
-        "ref": ref or rule_id,
-        "enabled": content.get("enabled", True),
-    }
-    # As the product answers: an empty description is left out (rules-as-code clients compare it to an absent one).
-    for member in ("description", "action_parameters", "logging"):
-        if content.get(member) not in (None, ""):
-            document[member] = content[member]
-    return document
-
-
-def _same_behaviour(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    return all(old.get(member) == new.get(member) for member in _RULE_CONTENT)
-
-
-# ---- storage ----
-
-
-def _build_rules(
-    current: list[dict[str, Any]], inputs: list[RuleInput], when: datetime, pointer: str = "/rules"
-) -> list[dict[str, Any]]:
-    """The ruleset's new rules from the checked ``inputs``: existing rules (by id, else by ref) keep their id, and
-    their version unless they changed; a rule id that is not in the ruleset is a 400."""
-    by_id = {rule["id"]: rule for rule in current}
-    by_ref = {rule.get("ref"): rule for rule in current}
-    stamp = rfc3339(when) or ""
-    claimed = {rule.id for rule in inputs if rule.id is not None}
-    built = []
-    for index, rule in enumerate(inputs):
-        if rule.id is not None:
-            old = by_id.get(rule.id)
-            if old is None:
-                raise invalid(
-                    f"rule id {rule.id} is not a rule of this ruleset; leave id out to add a rule",
-                    f"{pointer}/{index}/id",
-                )
-        else:
-            old = by_ref.get(rule.ref) if rule.ref is not None else None
-            if old is not None and old["id"] in claimed:
-                old = None
-            if old is not None:
-                claimed.add(old["id"])
-        if old is None:
-            built.append(_rule_json(new_object_id(), rule.ref, rule.content, 1, stamp))
-            continue
-        candidate = _rule_json(old["id"], rule.ref, rule.content, int(old["version"]), old["last_updated"])
-        if not _same_behaviour(old, candidate):
-            candidate = _rule_json(old["id"], rule.ref, rule.content, int(old["version"]) + 1, stamp)
-        built.append(candidate)
-    return built
-
-
-def _save(session: Session, ruleset: Ruleset, rules: list[dict[str, Any]], when: datetime, *, new: bool) -> None:
-    """Stores ``rules`` as the ruleset's next version (version 1 for a new ruleset)."""
-    ruleset.rules = rules
-    ruleset.last_updated = when
-    ruleset.version = 1 if new else ruleset.version + 1
-    if new:
-        session.add(ruleset)
-    session.flush()
-    record_version(session, ruleset)
 
 
 def _context(session: Session, scope: Scope, phase: str, kind: str, *, exclude: str | None = None) -> RuleContext:
@@ -293,7 +227,7 @@ def create_ruleset(request: ApiRequest) -> ApiResult:
         kind=kind,
         phase=phase,
     )
-    _save(request.session, ruleset, _build_rules([], inputs, when), when, new=True)
+    save_ruleset(request.session, ruleset, build_rules([], inputs, when), when, new=True)
     return ApiResult(ruleset_json(ruleset, with_rules=True), changed=True)
 
 
@@ -319,14 +253,14 @@ def _replace(request: ApiRequest, scope: Scope, ruleset: Ruleset) -> ApiResult:
     rules = list(ruleset.rules)
     if "rules" in body:
         context = _context(request.session, scope, ruleset.phase, ruleset.kind, exclude=ruleset.id)
-        rules = _build_rules(rules, check_rules(body["rules"], context), when)
+        rules = build_rules(rules, check_rules(body["rules"], context), when)
     if _dry_run(request):
         return ApiResult(None)
     if name is not None and name.strip():
         ruleset.name = name
     if description is not None:
         ruleset.description = description
-    _save(request.session, ruleset, rules, when, new=False)
+    save_ruleset(request.session, ruleset, rules, when, new=False)
     return ApiResult(ruleset_json(ruleset, with_rules=True), changed=True)
 
 
@@ -375,11 +309,11 @@ def create_rule(request: ApiRequest) -> ApiResult:
     if len(rules) >= MAX_RULES:
         raise invalid(f"a ruleset holds at most {MAX_RULES} rules", "")
     when = utc_now()
-    rule = _rule_json(new_object_id(), checked.ref, checked.content, 1, rfc3339(when) or "")
+    rule = rule_json(new_object_id(), checked.ref, checked.content, 1, rfc3339(when) or "")
     rules.insert(_position(body.get("position"), rules, default=len(rules)), rule)
     if _dry_run(request):
         return ApiResult(None)
-    _save(request.session, ruleset, rules, when, new=False)
+    save_ruleset(request.session, ruleset, rules, when, new=False)
     return ApiResult(ruleset_json(ruleset, with_rules=True), changed=True)
 
 
@@ -394,7 +328,7 @@ def edit_rule(request: ApiRequest) -> ApiResult:
     body = require_object(request.body)
     if body.get("id") not in (None, "", old["id"]):
         raise invalid("id does not match the rule being edited", "/id")
-    merged = {member: old[member] for member in _RULE_CONTENT if member in old}
+    merged = {member: old[member] for member in RULE_CONTENT if member in old}
     if body.get("action") not in (None, old["action"]) and "action_parameters" not in body:
         merged.pop("action_parameters", None)
         merged.pop("logging", None)
@@ -406,14 +340,14 @@ def edit_rule(request: ApiRequest) -> ApiResult:
     if checked.ref is not None and any(r.get("ref") == checked.ref and r["id"] != old["id"] for r in rules):
         raise invalid(f"ruleset already has a rule with ref {checked.ref!r}", "/ref")
     when = utc_now()
-    rule = _rule_json(old["id"], checked.ref, checked.content, int(old["version"]), old["last_updated"])
-    if not _same_behaviour(old, rule):
-        rule = _rule_json(old["id"], checked.ref, checked.content, int(old["version"]) + 1, rfc3339(when) or "")
+    rule = rule_json(old["id"], checked.ref, checked.content, int(old["version"]), old["last_updated"])
+    if not same_behaviour(old, rule):
+        rule = rule_json(old["id"], checked.ref, checked.content, int(old["version"]) + 1, rfc3339(when) or "")
     del rules[index]
     rules.insert(_position(body.get("position"), rules, default=index), rule)
     if _dry_run(request):
         return ApiResult(None)
-    _save(request.session, ruleset, rules, when, new=False)
+    save_ruleset(request.session, ruleset, rules, when, new=False)
     return ApiResult(ruleset_json(ruleset, with_rules=True), changed=True)
 
 
@@ -425,7 +359,7 @@ def delete_rule(request: ApiRequest) -> ApiResult:
     del rules[_rule_index(request, rules)]
     if _dry_run(request):
         return ApiResult(None)
-    _save(request.session, ruleset, rules, utc_now(), new=False)
+    save_ruleset(request.session, ruleset, rules, utc_now(), new=False)
     return ApiResult(ruleset_json(ruleset, with_rules=True), changed=True)
 
 
@@ -474,8 +408,6 @@ def put_entrypoint(request: ApiRequest) -> ApiResult:
     scope = request_scope(request, write=True)
     phase = check_phase(request.path_params["phase"], pointer="/phase")
     if scope.zone_id is not None and phase == MANAGED_PHASE:
-        from edgeplane.api.waf_migration import put_managed_entrypoint
-
         zone = request.session.get(Zone, scope.zone_id)
         if zone is None:  # _scope found it in this transaction; kept for the type checker
             raise not_found(request.path)
@@ -510,7 +442,7 @@ def _save_entrypoint(request: ApiRequest, scope: Scope, phase: str) -> ApiResult
         kind=_entrypoint_kind(scope),
         phase=phase,
     )
-    _save(request.session, entrypoint, _build_rules([], inputs, when), when, new=True)
+    save_ruleset(request.session, entrypoint, build_rules([], inputs, when), when, new=True)
     return ApiResult(ruleset_json(entrypoint, with_rules=True), changed=True)
 
 
@@ -577,44 +509,6 @@ def _version(request: ApiRequest, ruleset: Ruleset) -> RulesetVersion:
     if stored is None:
         raise not_found(request.path)
     return stored
-
-
-# ---- the default deployment ----
-
-
-def default_managed_rules() -> list[dict[str, Any]]:
-    """The rules a new zone's ``http_request_firewall_managed`` entrypoint starts with, as a client would send them
-    (no ids): execute the Managed Ruleset with its default actions. The OWASP Core Ruleset is deployed by choice
-    (``docs/rulesets.md``, "The default deployment")."""
-    return [
-        {
-            "action": "execute",
-            "expression": "true",
-            "description": "Cloudflare Managed Ruleset",
-            "enabled": True,
-            "action_parameters": {"id": MANAGED_RULESET_ID, "version": "latest"},
-        }
-    ]
-
-
-def deploy_default_rulesets(session: Session, zone: Zone) -> Ruleset | None:
-    """Gives ``zone`` its default managed-phase entrypoint (``default_managed_rules``), in the caller's
-    transaction. Returns it, or None when the zone already has a managed-phase entrypoint (nothing is changed)."""
-    if find_entrypoint(session, zone_id=zone.id, account_id=zone.account_id, phase=MANAGED_PHASE) is not None:
-        return None
-    when = utc_now()
-    entrypoint = Ruleset(
-        id=new_object_id(),
-        account_id=zone.account_id,
-        zone_id=zone.id,
-        name=DEFAULT_ENTRYPOINT_NAME,
-        description="",
-        kind="zone",
-        phase=MANAGED_PHASE,
-    )
-    inputs = [RuleInput(id=None, ref=None, content=rule) for rule in default_managed_rules()]
-    _save(session, entrypoint, _build_rules([], inputs, when), when, new=True)
-    return entrypoint
 
 
 # ---- routes ----

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeplane.api.auth import Principal
-from edgeplane.api.credentials import secret_hash
+from edgeplane.api.credentials import new_api_token, new_object_id, secret_hash
 from edgeplane.api.endpoint import ApiRequest, ApiResult, paginate, reject_unknown, require_object
 from edgeplane.api.errors import ApiError, bad_request, not_found
 from edgeplane.api.permissions import (
@@ -31,7 +31,6 @@ from edgeplane.api.permissions import (
     ungranted,
 )
 from edgeplane.api.timestamps import rfc3339
-from edgeplane.bootstrap import new_api_token, new_object_id
 from edgeplane.store.models import ApiToken, Zone
 
 

@@ -22,6 +22,7 @@ from edgeplane.api.errors import ApiError, bad_request
 from edgeplane.api.permissions import path_read
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.api.zones import visible_zone
+from edgeplane.configuration.previous_waf import load_configuration, previous_waf_state
 from edgeplane.store.models import Zone, utc_now
 from edgeplane.store.ruleset_models import entrypoint_rules
 from edgeplane.waf.catalogue import MANAGED_PHASE, MANAGED_RULESET_ID, OWASP_RULESET_ID
@@ -32,10 +33,8 @@ from edgeplane.waf.previous import (
     TooManyFirewallRules,
     ZoneConfiguration,
     has_uri_overrides,
-    load_configuration,
     migration_compatible,
     migration_rules,
-    previous_waf_state,
 )
 
 NOT_ELIGIBLE = 10221

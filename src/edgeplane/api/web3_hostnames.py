@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from edgeplane.api.credentials import new_object_id
 from edgeplane.api.endpoint import ApiRequest, ApiResult, paginate, reject_unknown, require_object
 from edgeplane.api.errors import bad_request, conflict, not_found
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.api.zones import visible_zone, writable_zone
-from edgeplane.bootstrap import new_object_id
 from edgeplane.store.models import Web3Hostname, utc_now
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*")

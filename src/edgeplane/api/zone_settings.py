@@ -21,7 +21,7 @@ from edgeplane.api.errors import ApiError, bad_request, not_found
 from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.previous_waf.settings import set_waf_setting, setting_json
 from edgeplane.api.zones import visible_zone, writable_zone
-from edgeplane.waf.previous import previous_waf_state
+from edgeplane.configuration.previous_waf import previous_waf_state
 
 NOT_EDITABLE = 1007
 UNKNOWN_SETTING = 1006

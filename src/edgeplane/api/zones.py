@@ -9,12 +9,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeplane.api.auth import Principal
+from edgeplane.api.credentials import new_object_id
 from edgeplane.api.endpoint import ApiRequest, ApiResult, paginate, reject_unknown, require_object
 from edgeplane.api.errors import bad_request, conflict, not_found
 from edgeplane.api.permissions import Target
 from edgeplane.api.plans import plan_by_reference, plan_object
+from edgeplane.api.ruleset_writes import deploy_default_rulesets
 from edgeplane.api.timestamps import rfc3339
-from edgeplane.bootstrap import new_object_id
 from edgeplane.store.models import Account, Zone, utc_now
 
 _ZONE_NAME = re.compile(r"(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*")
@@ -115,9 +116,6 @@ def create_zone(request: ApiRequest) -> ApiResult:
     zone = Zone(id=new_object_id(), account_id=account_id, name=name, plan=plan, status="active", type=zone_type)
     request.session.add(zone)
     request.session.flush()
-    # Imported here: the Rulesets API looks zones up through this module.
-    from edgeplane.api.rulesets import deploy_default_rulesets
-
     deploy_default_rulesets(request.session, zone)
     return ApiResult(zone_json(zone, request.session.get(Account, account_id), request.principal), changed=True)
 

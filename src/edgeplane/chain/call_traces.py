@@ -2,7 +2,7 @@
 
 The development chain executes transactions with py-evm. Each executed transaction leaves a tree of computations
 (``computation.children``); ``transaction_traces`` flattens that tree into the records of ``trace_filter``
-(see ``edgeplane.gateway.trace_records`` for the shapes): ``call`` records with ``callType``
+(see ``edgeplane.jsonrpc.trace_records`` for the shapes): ``call`` records with ``callType``
 ``call|callcode|delegatecall|staticcall``, ``create`` records with ``creationMethod`` ``create|create2``, and
 ``suicide`` records, depth first, a frame before its children, a frame's ``suicide`` after its children.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgeplane.rpc_error import RpcError
+from edgeplane.jsonrpc.errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 
 
 class ChainError(RpcError):
@@ -14,13 +14,13 @@ class ChainError(RpcError):
 class InvalidParams(ChainError):
     """Malformed parameters (-32602)."""
 
-    code = -32602
+    code = INVALID_PARAMS
 
 
 class MethodNotFound(ChainError):
     """A method the chain does not have (-32601)."""
 
-    code = -32601
+    code = METHOD_NOT_FOUND
 
 
 class ExecutionReverted(ChainError):

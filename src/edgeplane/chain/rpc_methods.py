@@ -36,9 +36,9 @@ from edgeplane.chain.json_shapes import (
     receipt_json,
     transaction_json,
 )
-from edgeplane.gateway.quantities import parse_address, parse_block_ref, parse_quantity
-from edgeplane.gateway.trace_filter import parse_trace_filter_params
-from edgeplane.gateway.trace_records import TraceSelection, select_traces
+from edgeplane.jsonrpc.quantities import parse_address, parse_block_ref, parse_quantity
+from edgeplane.jsonrpc.trace_filter_params import parse_trace_filter_params
+from edgeplane.jsonrpc.trace_records import TraceSelection, select_traces
 
 Handler = Callable[[list[Any]], Any]
 _ERROR_SELECTOR = bytes.fromhex("08c379a0")

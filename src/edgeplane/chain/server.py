@@ -20,8 +20,8 @@ from edgeplane.chain.dev_chain import ChainConfig, DevChain
 from edgeplane.chain.errors import ChainError, InvalidParams, MethodNotFound
 from edgeplane.chain.json_shapes import hex_bytes
 from edgeplane.chain.rpc_methods import ChainRpc
-from edgeplane.gateway.quantities import parse_quantity
-from edgeplane.rpc_error import RpcError
+from edgeplane.jsonrpc.errors import RpcError
+from edgeplane.jsonrpc.quantities import parse_quantity
 
 log = structlog.get_logger(__name__)
 

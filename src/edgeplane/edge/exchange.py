@@ -7,8 +7,8 @@ import itertools
 import os
 from typing import Final
 
+from edgeplane.configuration.snapshot import ZoneRoute
 from edgeplane.edge.http_server import EdgeResponse
-from edgeplane.store.snapshot import ZoneRoute
 from edgeplane.waf.firewall import ALLOWED, Verdict
 
 # A request id is the process's random 64-bit start plus its count of requests: unique across processes (the odds

@@ -97,8 +97,8 @@ import httptools
 import structlog
 
 from edgeplane.bounded_memo import BoundedMemo
-from edgeplane.gateway.errors import INTERNAL_ERROR, INVALID_REQUEST
-from edgeplane.gateway.jsonrpc import encode
+from edgeplane.jsonrpc.envelope import encode
+from edgeplane.jsonrpc.errors import INTERNAL_ERROR, INVALID_REQUEST
 
 log = structlog.get_logger(__name__)
 

@@ -12,14 +12,14 @@ they were computed (a rule read them, or a Logpush job of the zone logs them: ``
 
 **Accepted**: the edge's HTTP server calls the router's ``commit_answer`` (which is ``commit`` here) just before it
 hands an answer to the socket, and ``commit`` writes the request's records into the journal's shared mapping
-(``edgeplane.edge.request_journal``) before returning. So every answer a client may have received has its records in the
+(``edgeplane.logs.request_journal``) before returning. So every answer a client may have received has its records in the
 kernel's page cache, where the death of any edgeplane process leaves them. ``commit`` makes no system call: an ordinary
 row is the number of its shape (a dictionary look-up; a new shape is one more frame, once per period) and one
 ``pack_into`` of the row's frame (``request_rows.ROW_FRAME``) into the mapping. The rare rows kept whole (a firewall
 match, computed scores, a number beyond 64 bits, an odd ray id) are ``marshal``'d with their events into a frame of
 their own. The period is sealed ``seal_interval`` (1 s) after it opened, on a timer of the event loop, or on the loop's
 next turn once it holds the space of ``max_rows`` rows, or at once when its mapping is full; the delivery process turns
-its rows into one Arrow record batch for the log store (``edgeplane.edge.journal_intake``). Outside an event loop (a
+its rows into one Arrow record batch for the log store (``edgeplane.logs.journal_intake``). Outside an event loop (a
 script, a test) every ``emit`` is sealed at once.
 
 Why before the write and one row at a time: a record built after the answer (as this module did, in batches, up to
@@ -40,6 +40,7 @@ from typing import Any, Final
 
 from prometheus_client import Counter
 
+from edgeplane.configuration.snapshot import ConfigSnapshot
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange
 from edgeplane.edge.http_server import (
     NOTED_HEADERS,
@@ -50,21 +51,20 @@ from edgeplane.edge.http_server import (
     EdgeRequest,
     EdgeResponse,
 )
-from edgeplane.edge.request_journal import COMMIT_MARK, ROW, SHAPE, WHOLE, RequestJournal
-from edgeplane.edge.request_rows import (
+from edgeplane.logs.datasets import Dataset, load_dataset
+from edgeplane.logs.errors import LogsError
+from edgeplane.logs.output_options import parse_logpull_options, parse_output_options
+from edgeplane.logs.request_journal import COMMIT_MARK, ROW, SHAPE, WHOLE, RequestJournal
+from edgeplane.logs.request_rows import (
+    HTTP_REQUESTS,
     NUMBER_COLUMNS,
     ROW_FRAME,
     ROW_PAYLOAD,
     SHAPE_COLUMNS,
     Shape,
-    numbers_of,
     protocol,
     record_of,
 )
-from edgeplane.logs.datasets import Dataset, load_dataset
-from edgeplane.logs.errors import LogsError
-from edgeplane.logs.output_options import parse_logpull_options, parse_output_options
-from edgeplane.store.snapshot import ConfigSnapshot
 from edgeplane.waf.events import ATTACK_SCORE_FIELDS, attack_score_fields, firewall_event_records, security_fields
 from edgeplane.waf.firewall import ALLOWED
 
@@ -72,8 +72,6 @@ try:
     from edgeplane.edge import row_writer
 except ImportError:  # built without a C compiler: ``commit_in_python`` writes every row
     row_writer = None  # type: ignore[assignment]
-
-HTTP_REQUESTS: Final = "http_requests"
 
 # The fields of an ``http_requests`` record the edge fills, besides ``ClientRequestScheme``, ``ClientRequestSource``
 # and ``EdgeRequestHost`` (the same for every request, or a copy of another field).
@@ -339,6 +337,24 @@ class RequestLog:
         """Seals the open period and closes the journal (on shutdown)."""
         self.seal()
         self.journal.close()
+
+
+def numbers_of(answer: Answer, exchange: Exchange) -> tuple[int, ...]:
+    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS`` (``commit`` packs the same values on its hot
+    path)."""
+    request, response, sent_bytes, written_ns = answer
+    origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
+    return (
+        request.client[1] if request.client else 0,
+        request.content_length,
+        response.status,
+        len(response.body),
+        sent_bytes,
+        exchange.started_ns,
+        written_ns,
+        -1 if origin_status is None else origin_status,
+        -1 if origin_duration_ms is None else origin_duration_ms,
+    )
 
 
 def score_logging_zones(snapshot: ConfigSnapshot) -> frozenset[str]:

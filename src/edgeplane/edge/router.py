@@ -42,15 +42,15 @@ from typing import Final
 import orjson
 
 from edgeplane.bounded_memo import BoundedMemo
+from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
 from edgeplane.edge.http_server import CONTENT_TYPE, HOST, Answer, EdgeRequest, EdgeResponse, jsonrpc_error
 from edgeplane.edge.request_log import RequestLog, score_logging_zones
-from edgeplane.gateway.errors import INVALID_REQUEST
-from edgeplane.gateway.jsonrpc import encode
 from edgeplane.gateway.service import Gateway, GatewayResponse
+from edgeplane.jsonrpc.envelope import encode
+from edgeplane.jsonrpc.errors import INVALID_REQUEST
 from edgeplane.rules import RequestFields
-from edgeplane.store.snapshot import ConfigSnapshot, SnapshotHolder
 from edgeplane.waf.firewall import Verdict, scored_verdict
 
 FIREWALL_BLOCKED: Final = -32003

@@ -15,9 +15,9 @@ import structlog
 
 from edgeplane import batched_counts
 from edgeplane.config import Settings
+from edgeplane.configuration.snapshot import SnapshotHolder, read_snapshot
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import HttpServer
-from edgeplane.edge.request_journal import RequestJournal
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.policy import load_method_policy
@@ -25,10 +25,10 @@ from edgeplane.gateway.service import Gateway
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.logs.partitions import journal_directory
+from edgeplane.logs.request_journal import RequestJournal
 from edgeplane.propagation.channel import channel_path
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
-from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 

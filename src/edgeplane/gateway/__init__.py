@@ -1,1 +1,2 @@
-"""The Ethereum JSON-RPC gateway: envelope, method policy, limits, upstream pool, trace_filter."""
+"""The Ethereum JSON-RPC gateway: method policy, limits, upstream pool, response cache, trace_filter; in the
+vocabulary of ``edgeplane.jsonrpc``."""

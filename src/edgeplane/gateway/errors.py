@@ -1,45 +1,24 @@
-"""The gateway's error hierarchy.
+"""The gateway's own errors: those of its method policy and of its upstreams.
 
-Every error a caller can cause or meet carries its JSON-RPC code, a message that says what is wrong, and the HTTP
-status to answer with when the error concerns the whole request rather than one item of a batch. They are mapped to
-the wire format in exactly one place (``edgeplane.gateway.jsonrpc``).
+Like the errors of the envelope and of parameters (``edgeplane.jsonrpc.errors``), each carries its JSON-RPC code, a
+message that says what is wrong, and the HTTP status to answer with when the error concerns the whole request rather
+than one item of a batch. They are mapped to the wire format in exactly one place (``edgeplane.jsonrpc.envelope``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from edgeplane.rpc_error import RpcError
+from edgeplane.jsonrpc.errors import INTERNAL_ERROR, RpcError
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
 METHOD_NOT_ALLOWED = -32001
 UPSTREAM_UNAVAILABLE = -32002
 LIMIT_EXCEEDED = -32005
 
 
 class GatewayError(RpcError):
-    """A gateway failure: a JSON-RPC error plus the HTTP status to answer a single request with."""
-
-    code: int = INTERNAL_ERROR
-    http_status: int = 200
-
-
-class ParseError(GatewayError):
-    """The body is not valid JSON."""
-
-    code = PARSE_ERROR
-    http_status = 400
-
-
-class InvalidRequest(GatewayError):
-    """The body is JSON but not a valid JSON-RPC 2.0 request (or batch)."""
-
-    code = INVALID_REQUEST
-    http_status = 400
+    """A failure of the gateway's own: a network it does not serve, a method its policy refuses, upstreams that
+    could not answer."""
 
 
 class MethodNotAllowed(GatewayError):
@@ -47,12 +26,6 @@ class MethodNotAllowed(GatewayError):
 
     code = METHOD_NOT_ALLOWED
     http_status = 403
-
-
-class InvalidParams(GatewayError):
-    """The params are malformed, or a request exceeds one of the gateway's limits."""
-
-    code = INVALID_PARAMS
 
 
 class UpstreamUnavailable(GatewayError):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from edgeplane.gateway.errors import InvalidParams
 from edgeplane.gateway.policy import GatewayLimits
-from edgeplane.gateway.quantities import BlockRef, check_members, parse_block_ref, parse_quantity
+from edgeplane.jsonrpc.errors import InvalidParams
+from edgeplane.jsonrpc.quantities import BlockRef, check_members, parse_block_ref, parse_quantity
 
 # The members of an eth_getLogs filter object (as geth's FilterCriteria reads them).
 GET_LOGS_FILTER_MEMBERS = frozenset({"fromBlock", "toBlock", "address", "topics", "blockHash"})

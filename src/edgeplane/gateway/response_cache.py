@@ -37,9 +37,9 @@ import structlog
 from edgeplane import metrics
 from edgeplane.batched_counts import BatchedCount
 from edgeplane.config import ResponseCacheSettings
-from edgeplane.gateway.jsonrpc import RpcRequest, encode_request
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.jsonrpc.envelope import RpcRequest, encode_request
 
 log = structlog.get_logger(__name__)
 

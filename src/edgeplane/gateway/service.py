@@ -5,9 +5,9 @@ Order of checks for a single request: network (404), JSON (400, -32700), envelop
 JSON-RPC answer, error or not, is passed through with HTTP 200. In a batch every item is answered in its place with
 HTTP 200; items that pass the checks go to the node in one upstream batch.
 
-What a node receives is the checked request written again (``jsonrpc.encode_request``, or the node client's own
-calls), never the caller's bytes: the gateway checks one reading of the body, and a node that reads JSON by other
-rules (Go's, ignoring case) must not run another.
+What a node receives is the checked request written again (``edgeplane.jsonrpc.envelope.encode_request``, or the
+node client's own calls), never the caller's bytes: the gateway checks one reading of the body, and a node that reads
+JSON by other rules (Go's, ignoring case) must not run another.
 """
 
 from __future__ import annotations
@@ -22,14 +22,13 @@ import structlog
 from edgeplane import metrics
 from edgeplane.batched_counts import BatchedCount
 from edgeplane.config import GatewaySettings
-from edgeplane.gateway.errors import (
-    GatewayError,
-    InvalidRequest,
-    MethodNotAllowed,
-    UpstreamRejected,
-    UpstreamUnavailable,
-)
-from edgeplane.gateway.jsonrpc import (
+from edgeplane.gateway.errors import GatewayError, MethodNotAllowed, UpstreamRejected, UpstreamUnavailable
+from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs, check_get_logs_at_once
+from edgeplane.gateway.policy import MethodPolicy
+from edgeplane.gateway.response_cache import CacheStatus, ResponseCache
+from edgeplane.gateway.trace_filter import TraceFilterService
+from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.jsonrpc.envelope import (
     RejectedItem,
     RpcRequest,
     encode,
@@ -37,11 +36,7 @@ from edgeplane.gateway.jsonrpc import (
     parse_body,
     result_object,
 )
-from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs, check_get_logs_at_once
-from edgeplane.gateway.policy import MethodPolicy
-from edgeplane.gateway.response_cache import CacheStatus, ResponseCache
-from edgeplane.gateway.trace_filter import TraceFilterService
-from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.jsonrpc.errors import INVALID_REQUEST, RpcError
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +48,7 @@ _LIMITED_METHODS = frozenset({"eth_getLogs", "eth_feeHistory"})
 class UnknownNetwork(GatewayError):
     """The path names a network this gateway does not serve."""
 
-    code = InvalidRequest.code
+    code = INVALID_REQUEST
     http_status = 404
 
 
@@ -112,7 +107,7 @@ class Gateway:
             return self.unknown_network(network)
         try:
             parsed = parse_body(body, max_batch_size=self.settings.max_batch_size)
-        except GatewayError as error:
+        except RpcError as error:
             self._count(network, "", "invalid")
             return GatewayResponse(error.http_status, encode(error_object(None, error)))
         if parsed.is_batch:
@@ -130,7 +125,7 @@ class Gateway:
         if not limits_checked:
             try:
                 limits_checked = self._check_limits_at_once(item)
-            except GatewayError as error:
+            except RpcError as error:
                 return self._refused(pool, item, error)
         cache = self.caches.get(network) if method in self.policy.cacheable else None
         if cache is not None and limits_checked:
@@ -164,12 +159,12 @@ class Gateway:
                     return GatewayResponse(200, cached.body, cached.status)
                 # The request goes with the caller's id, so the node's answer echoes it.
                 answer = await self._forward(pool, request)
-        except GatewayError as error:
+        except RpcError as error:
             return self._refused(pool, request, error)
         self._count(pool.network, method, "answered")
         return GatewayResponse(200, answer)
 
-    def _refused(self, pool: UpstreamPool, request: RpcRequest, error: GatewayError) -> GatewayResponse:
+    def _refused(self, pool: UpstreamPool, request: RpcRequest, error: RpcError) -> GatewayResponse:
         """The answer to a single request that ``error`` ended."""
         self._count(pool.network, request.method, _outcome(error))
         status = 200 if isinstance(error, UpstreamRejected) else error.http_status
@@ -223,7 +218,7 @@ class Gateway:
                     self._count(pool.network, item.method, "answered")
                     return
                 await self._check_limits(pool, item)
-            except GatewayError as error:
+            except RpcError as error:
                 self._count(pool.network, item.method, _outcome(error))
                 answers[index] = error_object(item.id, error)
                 return
@@ -237,14 +232,14 @@ class Gateway:
             idempotent = not any(method in self.policy.non_idempotent for method, _ in calls)
             try:
                 results = await pool.execute(lambda node: node.call_batch(calls), idempotent=idempotent)
-            except GatewayError as error:
+            except RpcError as error:
                 results = [error] * len(calls)
             finally:
                 if not idempotent:
                     self._forget_head(pool)
             for index, request, result in zip(forwarded, requests, results, strict=True):
                 assert isinstance(request, RpcRequest)
-                if isinstance(result, GatewayError):
+                if isinstance(result, RpcError):
                     self._count(pool.network, request.method, _outcome(result))
                     answers[index] = error_object(request.id, result)
                 else:
@@ -253,7 +248,7 @@ class Gateway:
         return GatewayResponse(200, encode([answer for answer in answers if answer is not None]))
 
 
-def _outcome(error: GatewayError) -> str:
+def _outcome(error: RpcError) -> str:
     if isinstance(error, UpstreamRejected):
         return "answered"
     if isinstance(error, MethodNotAllowed):

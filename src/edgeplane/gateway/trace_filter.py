@@ -1,29 +1,30 @@
-"""``trace_filter``: parameters, limits, and the two ways to answer it.
+"""``trace_filter``: limits, and the two ways to answer it (its parameters are read by
+``edgeplane.jsonrpc.trace_filter_params``).
 
 - native: the node has ``trace_filter`` (erigon, reth, nethermind, anvil). Ranges larger than the node's own limit
   are split into chunks and merged, with ``after``/``count`` applied by the gateway.
 - synthesised: the node is geth-style and has only ``debug_traceBlockByNumber`` (or ``debug_traceTransaction``).
   Each block's call tree is read with the call tracer and converted to trace records
-  (``edgeplane.gateway.trace_records``), with the same matching, order and ``after``/``count`` as the native method.
+  (``edgeplane.jsonrpc.trace_records``), with the same matching, order and ``after``/``count`` as the native method.
 
-Choices where seed 000 is silent (documented in docs/gateway.md): an omitted ``fromBlock`` is block 0 and an omitted
-``toBlock`` is the head, as on erigon and reth; an omitted ``count`` means the limit (200); ``toAddress`` and
-``fromAddress`` take one address or an array; ``after``/``count`` take JSON numbers, hex or decimal strings.
+A choice where seed 000 is silent (documented in docs/gateway.md): an omitted ``count`` means the limit (200).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
-from edgeplane.gateway.errors import InvalidParams, UpstreamRejected
+from edgeplane.gateway.errors import UpstreamRejected
 from edgeplane.gateway.limits import BlockResolver, LimitExceeded, measure_block_range
 from edgeplane.gateway.policy import GatewayLimits
-from edgeplane.gateway.quantities import BlockRef, check_members, parse_address, parse_block_ref, parse_quantity
-from edgeplane.gateway.trace_records import (
+from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
+from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.jsonrpc.trace_filter_params import TraceFilterParams, parse_trace_filter_params
+from edgeplane.jsonrpc.trace_records import (
     CallFrameError,
     TraceRecord,
     TraceSelection,
@@ -32,29 +33,12 @@ from edgeplane.gateway.trace_records import (
     trace_matches,
     traces_from_call_frames,
 )
-from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
-from edgeplane.gateway.upstream_pool import UpstreamPool
 
 log = structlog.get_logger(__name__)
 
-TraceFilterMode = Literal["union", "intersection"]
-_MEMBERS = frozenset({"fromBlock", "toBlock", "fromAddress", "toAddress", "after", "count", "mode"})
 _CALL_TRACER = {"tracer": "callTracer"}
 # Blocks read in one upstream batch while synthesising.
 _BLOCKS_PER_BATCH = 8
-
-
-@dataclass(frozen=True, slots=True)
-class TraceFilterParams:
-    """The caller's filter, checked but not yet resolved against the chain."""
-
-    from_block: BlockRef
-    to_block: BlockRef
-    from_addresses: frozenset[str]
-    to_addresses: frozenset[str]
-    after: int
-    count: int | None
-    mode: TraceFilterMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,42 +48,6 @@ class TraceFilterQuery:
     from_block: int
     to_block: int
     selection: TraceSelection
-
-
-def parse_trace_filter_params(params: list[Any]) -> TraceFilterParams:
-    """Checks ``[filter]``. Raises ``InvalidParams`` naming the member that is wrong."""
-    if len(params) != 1 or not isinstance(params[0], dict):
-        raise InvalidParams("invalid trace_filter params: expected [filter object]")
-    query: dict[str, Any] = params[0]
-    check_members(query, _MEMBERS, name="trace_filter params")
-
-    def present(member: str) -> Any:
-        return query.get(member)
-
-    raw_mode = present("mode") or "union"
-    if raw_mode not in ("union", "intersection"):
-        raise InvalidParams(f"invalid trace_filter mode: expected union or intersection, got {raw_mode!r}")
-    mode: TraceFilterMode = "union" if raw_mode == "union" else "intersection"
-    from_block = present("fromBlock")
-    to_block = present("toBlock")
-    after = present("after")
-    count = present("count")
-    return TraceFilterParams(
-        from_block=0 if from_block is None else parse_block_ref(from_block, name="trace_filter fromBlock"),
-        to_block="latest" if to_block is None else parse_block_ref(to_block, name="trace_filter toBlock"),
-        from_addresses=_addresses(present("fromAddress"), "fromAddress"),
-        to_addresses=_addresses(present("toAddress"), "toAddress"),
-        after=0 if after is None else parse_quantity(after, name="trace_filter after", allow_decimal_string=True),
-        count=None if count is None else parse_quantity(count, name="trace_filter count", allow_decimal_string=True),
-        mode=mode,
-    )
-
-
-def _addresses(value: Any, member: str) -> frozenset[str]:
-    if value is None:
-        return frozenset()
-    items = value if isinstance(value, list) else [value]
-    return frozenset(parse_address(item, name=f"trace_filter {member}[{index}]") for index, item in enumerate(items))
 
 
 async def resolve_trace_filter(

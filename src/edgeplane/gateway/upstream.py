@@ -22,7 +22,7 @@ from edgeplane.gateway.http_transport import (
     HttpTransport,
     HttpTransportError,
 )
-from edgeplane.gateway.jsonrpc import RpcRequest, encode_request
+from edgeplane.jsonrpc.envelope import RpcRequest, encode_request
 
 # Node clients whose own trace_filter refuses ranges larger than this many blocks.
 KNOWN_TRACE_FILTER_RANGE_LIMITS: dict[str, int] = {"anvil": 300}

@@ -19,9 +19,9 @@ from prometheus_client import Histogram
 from edgeplane import metrics
 from edgeplane.config import GatewaySettings
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
-from edgeplane.gateway.jsonrpc import RpcRequest, encode_request
-from edgeplane.gateway.quantities import BlockRef
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
+from edgeplane.jsonrpc.envelope import RpcRequest, encode_request
+from edgeplane.jsonrpc.quantities import BlockRef
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)

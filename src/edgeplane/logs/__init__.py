@@ -1,5 +1,7 @@
-"""Logpush: dataset schemas, the filter language, output options and destinations.
+"""Logs: dataset schemas, the filter language, output options and formats, the request journal between the edge and
+the log store, the log store, and Logpush delivery (the delivery process and its destinations).
 
-The modules here are pure: text or JSON in, a typed value or a precise error out. The API (``edgeplane.api``) and
-the delivery process use them; they import nothing from either.
+The edge writes its records with ``request_journal`` and ``request_rows``; the delivery process reads them back into
+the log store (``journal_intake``) and delivers them. The parsers and compilers here are pure: text or JSON in, a
+typed value or a precise error out. Nothing here imports the edge or the API; both use this package.
 """

@@ -1,7 +1,7 @@
 """The delivery process's doorbell: rung when records became readable in the log store, so that Logpush jobs with
 nothing to send wait for it instead of reading the store again and again.
 
-The intake (``edgeplane.edge.journal_intake``) takes sealed journal periods into the stores and rings once they are
+The intake (``edgeplane.logs.journal_intake``) takes sealed journal periods into the stores and rings once they are
 written; each idle job waits for the next ring, or for its batch's deadline, whichever comes first. A job takes the
 bell *before* it reads (``bell``) and waits on that one: a ring between its read and its wait is not missed.
 Without a doorbell (a job driven by a test, or by a process that appends to the store itself) jobs look at the

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import structlog
 from prometheus_client import Counter, Gauge
 
+from edgeplane.configuration.snapshot import ConfigSnapshot
 from edgeplane.logs.arrivals import Arrivals
 from edgeplane.logs.column_format import ColumnEncoder, compile_column_encoder
 from edgeplane.logs.datasets import Dataset, load_dataset
@@ -54,7 +55,6 @@ from edgeplane.logs.output_options import output_options_from_logpull, parse_log
 from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, rows_of
 from edgeplane.logs.record_format import SAMPLE_KEY_FIELD, RecordFormatter, compile_formatter, gzip_batch, object_name
 from edgeplane.logs.retention_watch import RetentionWatch
-from edgeplane.store.snapshot import ConfigSnapshot
 
 log = structlog.get_logger(__name__)
 

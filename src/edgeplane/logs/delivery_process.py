@@ -1,5 +1,5 @@
 """The delivery process that ``edgeplane serve`` starts: takes the edge workers' request journals into their log
-stores (``edgeplane.edge.journal_intake``; this process is the stores' one writer), follows the configuration, and
+stores (``edgeplane.logs.journal_intake``; this process is the stores' one writer), follows the configuration, and
 runs every enabled Logpush job over the log stores of all edge workers."""
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ import pyarrow as pa
 import structlog
 
 from edgeplane.config import Settings
-from edgeplane.edge.journal_intake import JournalIntake
-from edgeplane.edge.request_journal import seal_leftovers
+from edgeplane.configuration.snapshot import SnapshotHolder, read_snapshot
 from edgeplane.logs.arrivals import Arrivals
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.delivery import DeliveryService
 from edgeplane.logs.destinations import DestinationPolicy
+from edgeplane.logs.journal_intake import JournalIntake
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
+from edgeplane.logs.request_journal import seal_leftovers
 from edgeplane.logs.seal_watch import SealWatch
 from edgeplane.propagation.channel import channel_path
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
 from edgeplane.store.job_status import DatabaseJobStatus
-from edgeplane.store.snapshot import SnapshotHolder, read_snapshot
 
 log = structlog.get_logger(__name__)
 

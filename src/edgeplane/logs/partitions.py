@@ -18,7 +18,7 @@ def partitions_under(data_dir: Path) -> list[Path]:
 
 
 def journal_directory(data_dir: Path, worker: int) -> Path:
-    """The request log's write-ahead journal of edge worker ``worker`` (``edgeplane.edge.request_journal``): beside
+    """The request log's write-ahead journal of edge worker ``worker`` (``edgeplane.logs.request_journal``): beside
     its log store, not in it (the store takes every directory in its own for a dataset)."""
     return data_dir / "logs" / f"{_PREFIX}{worker}.journal"
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import structlog
 
+from edgeplane.configuration.snapshot import SnapshotHolder, read_config_version, read_snapshot
 from edgeplane.propagation.channel import Announce, Applied, ChannelError, Hello, Role, connect_channel, decode, encode
 from edgeplane.propagation.database_notify import announces_in_database, database_announcements
 from edgeplane.store.database import Database
-from edgeplane.store.snapshot import SnapshotHolder, read_config_version, read_snapshot
 
 log = structlog.get_logger(__name__)
 

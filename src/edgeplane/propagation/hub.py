@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import structlog
 from prometheus_client import Counter, Histogram
 
+from edgeplane.configuration.snapshot import read_config_version
 from edgeplane.propagation.channel import Announce, Applied, ChannelError, Hello, decode, encode
 from edgeplane.propagation.database_notify import announce_in_database, announces_in_database
 from edgeplane.store.database import Database
-from edgeplane.store.snapshot import read_config_version
 
 log = structlog.get_logger(__name__)
 

@@ -13,6 +13,9 @@ Content is derived from the managed rulesets (``edgeplane.waf.catalogue``) so bo
 
 Groups are categories: a rule's group is its first category that is not a CVE id or a paranoia level (OWASP: its
 ``attack-*`` category). Previous ids are derived from the managed ids, so they are stable while content grows.
+
+This module reads no database: a zone's configuration (``ZoneConfiguration``) is read by
+``edgeplane.configuration.previous_waf``.
 """
 
 from __future__ import annotations
@@ -21,12 +24,8 @@ import functools
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
-from edgeplane.store.previous_waf_models import FirewallRule, PageRule, PreviousWaf, WafOverride
 from edgeplane.waf.catalogue import (
     MANAGED_RULESET_ID,
     OWASP_RULESET_ID,
@@ -310,28 +309,63 @@ def find_group(group_id: str) -> PreviousGroup | None:
 # --- a zone's configuration ----------------------------------------------------------------------------------------
 
 
-def previous_waf_state(session: Session, zone_id: str, *, for_update: bool = False) -> PreviousWaf:
-    """The zone's previous-WAF record. Without one, the defaults: a new, unsaved record that ``for_update`` adds to
-    the session so the caller's changes are stored."""
-    state = session.get(PreviousWaf, zone_id)
-    if state is None:
-        state = PreviousWaf(
-            zone_id=zone_id,
-            setting="off",
-            owasp_sensitivity=None,
-            owasp_action_mode=DEFAULT_ACTION_MODE,
-            group_modes={},
-            rule_modes={},
-            migration_state="start",
-        )
-        if for_update:
-            session.add(state)
-    return state
+class FirewallRuleRecord(Protocol):
+    """What the previous WAF reads of a zone's firewall rule (``edgeplane.store.previous_waf_models.FirewallRule``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def products(self) -> list[Any]: ...
+    @property
+    def filter_expression(self) -> str: ...
+    @property
+    def filter_paused(self) -> bool: ...
+
+
+class PageRuleRecord(Protocol):
+    """What the previous WAF reads of a zone's page rule (``edgeplane.store.previous_waf_models.PageRule``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def targets(self) -> list[Any]: ...
+    @property
+    def actions(self) -> list[Any]: ...
+    @property
+    def status(self) -> str: ...
+
+
+class WafOverrideRecord(Protocol):
+    """What the previous WAF reads of a zone's URI-based WAF override
+    (``edgeplane.store.previous_waf_models.WafOverride``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def urls(self) -> list[Any]: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def groups(self) -> dict[str, Any]: ...
+    @property
+    def rules(self) -> dict[str, Any]: ...
+    @property
+    def rewrite_action(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class ZoneConfiguration:
-    """Everything of a zone the previous WAF's behaviour depends on."""
+    """Everything of a zone the previous WAF's behaviour depends on (read from the database by
+    ``edgeplane.configuration.previous_waf``): its settings, its firewall rules in the order they run, its page rules
+    by priority and its URI-based WAF overrides by priority."""
 
     setting: str = "off"
     migration_state: str = "start"
@@ -339,9 +373,9 @@ class ZoneConfiguration:
     action_mode: str = DEFAULT_ACTION_MODE
     group_modes: Mapping[str, str] = field(default_factory=dict)
     rule_modes: Mapping[str, str] = field(default_factory=dict)
-    firewall_rules: Sequence[FirewallRule] = ()
-    page_rules: Sequence[PageRule] = ()
-    overrides: Sequence[WafOverride] = ()
+    firewall_rules: Sequence[FirewallRuleRecord] = ()
+    page_rules: Sequence[PageRuleRecord] = ()
+    overrides: Sequence[WafOverrideRecord] = ()
 
     @property
     def finished(self) -> bool:
@@ -365,43 +399,12 @@ class ZoneConfiguration:
         return self.sensitivity or DEFAULT_SENSITIVITY
 
 
-def load_configuration(session: Session, zone_id: str) -> ZoneConfiguration:
-    """The zone's previous-WAF configuration, its firewall rules (by priority), page rules (by priority) and
-    URI-based WAF overrides (by priority)."""
-    state = previous_waf_state(session, zone_id)
-    firewall_rules = session.scalars(
-        select(FirewallRule).where(FirewallRule.zone_id == zone_id).order_by(FirewallRule.created_on, FirewallRule.id)
-    ).all()
-    page_rules = session.scalars(
-        select(PageRule).where(PageRule.zone_id == zone_id).order_by(PageRule.priority.desc(), PageRule.id)
-    ).all()
-    overrides = session.scalars(
-        select(WafOverride).where(WafOverride.zone_id == zone_id).order_by(WafOverride.priority, WafOverride.id)
-    ).all()
-    return ZoneConfiguration(
-        setting=state.setting,
-        migration_state=state.migration_state,
-        sensitivity=state.owasp_sensitivity,
-        action_mode=state.owasp_action_mode,
-        group_modes=dict(state.group_modes or {}),
-        rule_modes=dict(state.rule_modes or {}),
-        firewall_rules=sorted(firewall_rules, key=_firewall_rule_order),
-        page_rules=list(page_rules),
-        overrides=list(overrides),
-    )
-
-
-def _firewall_rule_order(rule: FirewallRule) -> tuple[bool, int]:
-    # Rules with a priority run first, lowest number first; rules without one after them, oldest first.
-    return (rule.priority is None, rule.priority or 0)
-
-
-def bypasses_waf(rule: FirewallRule) -> bool:
+def bypasses_waf(rule: FirewallRuleRecord) -> bool:
     """Whether a firewall rule bypasses the WAF managed rules (action ``bypass``, product ``waf``)."""
     return rule.action == "bypass" and "waf" in (rule.products or [])
 
 
-def page_rule_waf_action(rule: PageRule) -> str | None:
+def page_rule_waf_action(rule: PageRuleRecord) -> str | None:
     """What a page rule does to the WAF: ``off`` (Disable Security, or Web Application Firewall off), ``on``, or
     None."""
     for action in rule.actions or []:
@@ -412,7 +415,7 @@ def page_rule_waf_action(rule: PageRule) -> str | None:
     return None
 
 
-def page_rule_expression(rule: PageRule) -> str:
+def page_rule_expression(rule: PageRuleRecord) -> str:
     """The Rules-language expression matching what a page rule's URL targets match."""
     patterns = [
         str(target.get("constraint", {}).get("value", ""))
@@ -498,15 +501,10 @@ class _Scope:
     rewrite: Mapping[str, str] = field(default_factory=dict)
 
 
-def previous_waf_rules(session: Session, zone_id: str) -> list[dict[str, Any]] | None:
+def edge_rules(configuration: ZoneConfiguration) -> list[dict[str, Any]] | None:
     """The zone's previous WAF as rules of the ``http_request_firewall_managed`` phase (v4 rule objects: ``skip``
     and ``execute`` rules with overrides), to run after the ruleset-based version; None when the previous version
     does not run (off with no page rule switching it on, or the migration finished)."""
-    return edge_rules(load_configuration(session, zone_id))
-
-
-def edge_rules(configuration: ZoneConfiguration) -> list[dict[str, Any]] | None:
-    """``previous_waf_rules`` for a loaded configuration."""
     if configuration.finished:
         return None
     waf_on_pages = _waf_on_pages(configuration)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from edgeplane.api.endpoint import ApiRequest
 from edgeplane.api.errors import ApiError
 from edgeplane.api.zones import visible_zone, writable_zone
+from edgeplane.configuration.previous_waf import previous_waf_state
 from edgeplane.store.models import Zone
-from edgeplane.waf.previous import previous_waf_state
 
 MIGRATED_CODE = 10220
 

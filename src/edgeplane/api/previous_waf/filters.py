@@ -16,11 +16,11 @@ from typing import Any
 from sqlalchemy import select
 from starlette.datastructures import QueryParams
 
+from edgeplane.api.credentials import new_object_id
 from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, paginate, require_object
 from edgeplane.api.errors import bad_request, not_found
 from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.zones import visible_zone, writable_zone
-from edgeplane.bootstrap import new_object_id
 from edgeplane.rules import RulesError, check_expression
 from edgeplane.store.models import utc_now
 from edgeplane.store.previous_waf_models import FirewallFilter, FirewallRule

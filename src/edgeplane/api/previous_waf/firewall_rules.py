@@ -15,13 +15,13 @@ from typing import Any
 
 from sqlalchemy import select
 
+from edgeplane.api.credentials import new_object_id
 from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, paginate, require_object
 from edgeplane.api.errors import bad_request, not_found
 from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.previous_waf.filters import copy_filter, rule_filter
 from edgeplane.api.timestamps import rfc3339
 from edgeplane.api.zones import visible_zone, writable_zone
-from edgeplane.bootstrap import new_object_id
 from edgeplane.store.models import utc_now
 from edgeplane.store.previous_waf_models import FirewallRule
 

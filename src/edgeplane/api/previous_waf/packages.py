@@ -10,6 +10,7 @@ from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, paginate, re
 from edgeplane.api.errors import bad_request, not_found
 from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.previous_waf.availability import previous_waf_zone
+from edgeplane.configuration.previous_waf import previous_waf_state
 from edgeplane.store.previous_waf_models import PreviousWaf
 from edgeplane.waf.previous import (
     ACTION_MODES,
@@ -19,7 +20,6 @@ from edgeplane.waf.previous import (
     PreviousPackage,
     PreviousRule,
     load_previous_packages,
-    previous_waf_state,
 )
 
 

@@ -9,9 +9,9 @@ from edgeplane.api.errors import bad_request
 from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.previous_waf.availability import previous_waf_zone
 from edgeplane.api.timestamps import rfc3339
+from edgeplane.configuration.previous_waf import previous_waf_state
 from edgeplane.store.models import utc_now
 from edgeplane.store.previous_waf_models import PreviousWaf
-from edgeplane.waf.previous import previous_waf_state
 
 
 def setting_json(state: PreviousWaf) -> dict[str, Any]:

@@ -3,10 +3,11 @@ configuration changes and swapped in whole. The request path reads only the snap
 
 Each zone served by a web3 hostname has its compiled firewall (``edgeplane.waf.firewall``): the account's and the
 zone's entrypoint rules of the custom and managed firewall phases, the account's custom rulesets they execute, and
-the previous WAF while it runs. Compiled firewalls are cached by their configuration, so a reload recompiles only
-the zones whose rules changed. A zone whose firewall cannot be built (the database refused a read) runs without one
-and the failure is logged: the rest of the configuration still reloads. A process that evaluates no firewall (the
-delivery process) reads snapshots without them: compiling the OWASP Core Ruleset is seconds of CPU.
+the previous WAF while it runs (``edgeplane.configuration.previous_waf``). Compiled firewalls are cached by their
+configuration, so a reload recompiles only the zones whose rules changed. A zone whose firewall cannot be built (the
+database refused a read) runs without one and the failure is logged: the rest of the configuration still reloads. A
+process that evaluates no firewall (the delivery process) reads snapshots without them: compiling the OWASP Core
+Ruleset is seconds of CPU.
 
 How a process learns that the configuration changed is ``edgeplane.propagation``'s.
 """
@@ -24,6 +25,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeplane.configuration.previous_waf import previous_waf_rules
 from edgeplane.store.database import Database
 from edgeplane.store.models import ConfigVersion, LogpushJob, Web3Hostname, Zone
 from edgeplane.store.ruleset_models import account_custom_rulesets, find_entrypoint
@@ -124,18 +126,12 @@ def _zone_firewall(session: Session, zone: ZoneRoute) -> Firewall | None:
                     entrypoints.append(Entrypoint(list(ruleset.rules), ruleset.id))
             phases[phase] = entrypoints
         custom = account_custom_rulesets(session, zone.account_id)
-        previous = _previous_rules(session, zone.zone_id)
+        previous = previous_waf_rules(session, zone.zone_id)
     except Exception:
         log.error("could not read the zone's firewall configuration", zone_id=zone.zone_id, exc_info=True)
         session.rollback()
         return None
     return cached_firewall(phases, previous=previous, rulesets=custom)
-
-
-def _previous_rules(session: Session, zone_id: str) -> list[dict[str, Any]] | None:
-    from edgeplane.waf.previous import previous_waf_rules  # the previous WAF reads store models of its own
-
-    return previous_waf_rules(session, zone_id)
 
 
 def cached_firewall(

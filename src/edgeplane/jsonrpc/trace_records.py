@@ -8,7 +8,7 @@ native ``trace_filter`` would list, and applies the method's address matching an
 It is written by hand because no library does this conversion: web3.py and eth-utils parse neither shape, and the
 converters that exist live inside nodes (geth's ``flatCallTracer``, which most geth-style upstreams do not enable
 and which anvil does not implement). The rules below were checked against anvil 1.7.1, whose ``trace_filter``
-comes from the same tracing code as reth's, by the end-to-end test in ``tests/gateway/test_trace_records.py``.
+comes from the same tracing code as reth's, by the end-to-end test in ``tests/jsonrpc/test_trace_records.py``.
 
 Matching (``trace_matches``), as reth and anvil define it. A record has a source and a target address:
 

@@ -14,11 +14,12 @@ writing it with the store's own thread cost the edge worker more than building t
 wait a second and run in another process. So the edge worker only journals: the period's file is
 ``<period>.journal`` while it is written; at the end of the period (``RequestLog``: a second, or ``max_rows`` rows, or
 a full mapping) it is **sealed**: unmapped, cut to the frames written, renamed ``<period>.sealed``, and never written
-again. The delivery process (``edgeplane.edge.journal_intake``) takes the sealed files in order, appends their records
+again. The delivery process (``edgeplane.logs.journal_intake``) takes the sealed files in order, appends their records
 to the worker's log store, waits until the store has written them, and deletes the files. The files a killed worker
 left unsealed are sealed when a worker starts on the same journal (``RequestJournal``), or by the delivery process for
 a partition no worker runs any more (``seal_leftovers``). A record whose period the store had written when the
-delivery process died is stored twice, never lost.
+delivery process died is stored twice, never lost. The journal lives with the logs, not the edge, because both sides
+use it: the edge writes it (``RequestJournal``), the delivery process reads it.
 
 The file (format 4): a head of 8 bytes (``EPJ4`` and the format number), then frames, one after the other::
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from edgeplane.gateway.errors import InvalidParams
-from edgeplane.gateway.trace_filter import parse_trace_filter_params
+from edgeplane.jsonrpc.errors import InvalidParams
+from edgeplane.jsonrpc.trace_filter_params import parse_trace_filter_params
 
 A = "0x" + "aa" * 20
 B = "0x" + "BB" * 20

@@ -8,9 +8,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from edgeplane.bootstrap import ensure_bootstrap
+from edgeplane.configuration.snapshot import read_snapshot
 from edgeplane.store.database import Database, default_database_url
 from edgeplane.store.ruleset_models import Ruleset
-from edgeplane.store.snapshot import read_snapshot
 from tests.waf.corpus import ATTACKS, BENIGN
 
 

@@ -1,7 +1,7 @@
 """The intake of the edge's records: the sealed periods of the edge workers' request journals, appended to their log
 stores (in the delivery process, the stores' one writer).
 
-Each sealed period (``edgeplane.edge.request_journal``: its frames, or the chunks of a period of the earlier format,
+Each sealed period (``edgeplane.logs.request_journal``: its frames, or the chunks of a period of the earlier format,
 read into ``RequestRows``) becomes one Arrow record batch of ``http_requests`` rows (``RequestRows.batch``), appended to
 the store of the worker that journalled it; rows no batch can hold (a text Arrow refuses) and the rows kept whole (a
 firewall match) go to the store as dictionaries, which it keeps as JSON lines; ``firewall_events`` records as a batch of
@@ -27,11 +27,10 @@ import pyarrow as pa
 import structlog
 from prometheus_client import Counter
 
-from edgeplane.edge.request_journal import delete_sealed, read_sealed, sealed_periods, set_aside
-from edgeplane.edge.request_log import HTTP_REQUESTS
-from edgeplane.edge.request_rows import RequestRows
 from edgeplane.logs.log_store import LogStore, LogStoreError
 from edgeplane.logs.record_columns import batch_of_rows
+from edgeplane.logs.request_journal import delete_sealed, read_sealed, sealed_periods, set_aside
+from edgeplane.logs.request_rows import HTTP_REQUESTS, RequestRows
 from edgeplane.waf.events import FIREWALL_EVENTS
 
 log = structlog.get_logger(__name__)

@@ -2,15 +2,15 @@
 delivery process makes of a journal period.
 
 A request's texts (client address, host, method, path, query, protocol, user agent, referer, ``X-Requested-With``,
-content type, edge address, country, ASN, zone, cache status) repeat from one request to the next, so a row keeps
-them as the number of a **shape**: the tuple of those values (``SHAPE``), numbered once per journal period, whose
-frame the journal holds before the first row that names it. A row is then one fixed-size frame (``ROW_FRAME``): the
-shape's number, the numbers (port, sizes, status, timestamps, origin status and duration) as machine integers, and
-the ray id, written by ``edgeplane.edge.request_log`` with one ``pack_into`` into the journal's mapping, its commit
-word last. The delivery process reads a period's frames back into ``RequestRows`` (``add_frame``): the shape
-numbers, numbers and ray ids onto three byte arrays, which the record batch takes as Arrow buffers (the numbers as
-columns by strided slices, in C); the texts become columns once per shape and are spread over the rows by an Arrow
-``take``. Periods of the earlier journal format are read as ``Chunk``s.
+content type, edge address, country, ASN, zone, cache status) repeat from one request to the next, so a row keeps them
+as the number of a **shape**: the tuple of those values (``SHAPE``), numbered once per journal period, whose frame the
+journal holds before the first row that names it. A row is then one fixed-size frame (``ROW_FRAME``): the shape's
+number, the numbers (port, sizes, status, timestamps, origin status and duration) as machine integers, and the ray id,
+written by ``edgeplane.edge.request_log`` with one ``pack_into`` into the journal's mapping, its commit word last. The
+delivery process reads a period's frames back into ``RequestRows`` (``add_frame``): the shape numbers, numbers and ray
+ids onto three byte arrays, which the record batch takes as Arrow buffers (the numbers as columns by strided slices,
+in C); the texts become columns once per shape and are spread over the rows by an Arrow ``take``. Periods of the
+earlier journal format are read as ``Chunk``s.
 
 Written here rather than with a library: the work is a fixed mapping from the edge's own objects to the dataset's
 columns; the standard ``struct``, ``array`` and ``marshal`` modules and Arrow's buffers and kernels do all of the
@@ -36,10 +36,10 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from edgeplane.edge import request_journal
-from edgeplane.edge.exchange import Exchange
-from edgeplane.edge.http_server import Answer
+from edgeplane.logs import request_journal
 from edgeplane.waf.events import attack_score_fields
+
+HTTP_REQUESTS: Final = "http_requests"
 
 # The numeric fields of a row, in the order ``RequestRows.add`` appends them; -1 is a missing origin value.
 NUMBER_COLUMNS: Final = (
@@ -355,24 +355,6 @@ def _loads(payload: bytes) -> Any:
         return marshal.loads(payload)  # noqa: S302  # our own journal, in the data directory
     except (EOFError, TypeError, ValueError) as error:
         raise ValueError(f"a request journal frame that is not marshal data: {error}") from None
-
-
-def numbers_of(answer: Answer, exchange: Exchange) -> tuple[int, ...]:
-    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS`` (the request log packs the same values on
-    its hot path)."""
-    request, response, sent_bytes, written_ns = answer
-    origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
-    return (
-        request.client[1] if request.client else 0,
-        request.content_length,
-        response.status,
-        len(response.body),
-        sent_bytes,
-        exchange.started_ns,
-        written_ns,
-        -1 if origin_status is None else origin_status,
-        -1 if origin_duration_ms is None else origin_duration_ms,
-    )
 
 
 def record_of(shape: Shape, ray_id: str, numbers: tuple[int, ...]) -> dict[str, Any]:

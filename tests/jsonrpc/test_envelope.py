@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgeplane.gateway.errors import INVALID_REQUEST, InvalidRequest, ParseError
-from edgeplane.gateway.jsonrpc import RejectedItem, RpcRequest, check_request, parse_body
+from edgeplane.jsonrpc.envelope import RejectedItem, RpcRequest, check_request, parse_body
+from edgeplane.jsonrpc.errors import INVALID_REQUEST, InvalidRequest, ParseError
 from tests.support.go_style_node import go_fold
 
 VALID = {"jsonrpc": "2.0", "method": "eth_blockNumber", "params": [], "id": 1}

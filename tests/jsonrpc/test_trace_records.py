@@ -15,7 +15,7 @@ import pytest
 from eth_account import Account
 from web3 import Web3
 
-from edgeplane.gateway.trace_records import (
+from edgeplane.jsonrpc.trace_records import (
     CallFrameError,
     TraceSelection,
     normalise_trace,

@@ -1,6 +1,6 @@
-"""Parsing of the JSON-RPC parameter types the gateway must understand: quantities, block numbers and tags,
-addresses, and the members of filter objects. Each parser names the parameter in its error, so callers see exactly
-which value is wrong.
+"""Parsing of the JSON-RPC parameter types of Ethereum methods that the gateway and the development chain read:
+quantities, block numbers and tags, addresses, and the members of filter objects. Each parser names the parameter in
+its error, so callers see exactly which value is wrong.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, get_args
 
-from edgeplane.gateway.errors import InvalidParams
+from edgeplane.jsonrpc.errors import InvalidParams
 
 BlockTag = Literal["latest", "earliest", "safe", "finalized", "pending"]
 BLOCK_TAGS: frozenset[str] = frozenset(get_args(BlockTag))

@@ -1,9 +1,9 @@
 """The JSON-RPC 2.0 envelope: parsing and checking requests, writing the requests the gateway sends to nodes, and
 writing responses.
 
-This is the one place where gateway errors become wire format. A request must carry ``jsonrpc: "2.0"``, a non-empty
-string ``method``, an array ``params`` and an ``id`` that is a number or a string (seed 000 marks all four as
-required). A batch is a non-empty array of such requests.
+This is the one place where JSON-RPC errors (``RpcError``, the gateway's among them) become wire format. A request
+must carry ``jsonrpc: "2.0"``, a non-empty string ``method``, an array ``params`` and an ``id`` that is a number or a
+string (seed 000 marks all four as required). A batch is a non-empty array of such requests.
 
 A request must mean one thing to every JSON reader, because the gateway checks it with one and the node runs it with
 another. Go's ``encoding/json`` (geth, erigon) matches object keys to struct fields ignoring case, the last match
@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from edgeplane.gateway.errors import GatewayError, InvalidRequest, ParseError
+from edgeplane.jsonrpc.errors import InvalidRequest, ParseError, RpcError
 
 RequestId = int | float | str | None
 
@@ -53,7 +53,7 @@ class RejectedItem:
     """A batch item (or the whole body) that failed the envelope checks, with the id to echo when it had one."""
 
     id: RequestId
-    error: GatewayError
+    error: RpcError
 
 
 @dataclass(slots=True)
@@ -362,7 +362,7 @@ def encode_request(request: RpcRequest, params: bytes | None = None) -> bytes:
     )
 
 
-def error_object(request_id: RequestId, error: GatewayError) -> dict[str, Any]:
+def error_object(request_id: RequestId, error: RpcError) -> dict[str, Any]:
     """The response object for a failed request."""
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
 

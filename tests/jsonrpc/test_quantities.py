@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from edgeplane.gateway.errors import InvalidParams
-from edgeplane.gateway.quantities import parse_address, parse_block_ref, parse_quantity
+from edgeplane.jsonrpc.errors import InvalidParams
+from edgeplane.jsonrpc.quantities import parse_address, parse_block_ref, parse_quantity
 
 
 @pytest.mark.parametrize(
