@@ -223,10 +223,10 @@ async def serve(settings: Settings) -> None:
                 await delivery.stop()  # last: it takes what the edge workers journalled until they stopped
             # What it did not take (stopped before it was ready to): no other writer is left. Imported here: the
             # supervisor never needs the log store otherwise, and its start is shorter without it.
-            from edgeplane.logs.delivery_process import take_journals
+            from edgeplane.logs.delivery_process import ingest_journals
 
             try:
-                taken = await asyncio.to_thread(take_journals, settings, workers)
+                taken = await asyncio.to_thread(ingest_journals, settings, workers)
             except Exception:  # the journals stay for the next start
                 log.exception("request journals not taken into the log store at shutdown")
             else:

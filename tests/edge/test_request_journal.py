@@ -345,10 +345,10 @@ async def test_a_period_goes_to_a_real_store_once_sealed_and_its_file_then(tmp_p
         log = RequestLog(journal, seal_interval=0.3)
         log.emit(_answers(5))
         await _until(lambda: _open_file(journal.directory, 0).exists())  # journalled
-        assert intake.take() == 0  # not sealed yet
+        assert intake.ingest() == 0  # not sealed yet
         assert store.end_position(HTTP_REQUESTS) == 0
         await _until(lambda: sealed_periods(journal.directory) == [0])
-        assert intake.take() == 5  # appended, written by the store ...
+        assert intake.ingest() == 5  # appended, written by the store ...
         assert store.end_position(HTTP_REQUESTS) == 5
         assert list(journal.directory.iterdir()) == []  # ... and then the file deleted
     log.close()
@@ -376,7 +376,7 @@ async def test_closing_seals_everything(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == []
 
 
-def test_a_period_that_cannot_be_taken_is_set_aside_and_the_rest_go_on(tmp_path: Path) -> None:
+def test_a_period_that_cannot_be_taken_is_quarantined_and_the_rest_go_on(tmp_path: Path) -> None:
     first, second = JournalledStore(tmp_path / "a"), JournalledStore(tmp_path / "b")
     emit(first.log(), ray_id="000000000000000a")
     (tmp_path / "a" / f"{1:016d}.sealed").mkdir()  # cannot be read
@@ -384,8 +384,8 @@ def test_a_period_that_cannot_be_taken_is_set_aside_and_the_rest_go_on(tmp_path:
     emit(second.log(), ray_id="000000000000000c")
     memory = MemoryLogStore()
     intake = JournalIntake({tmp_path / "a": memory, tmp_path / "b": memory})  # type: ignore[dict-item]
-    assert intake.take() == 3
-    assert intake.take() == 0  # nothing twice
+    assert intake.ingest() == 3
+    assert intake.ingest() == 0  # nothing twice
     assert [record["RayID"] for record in memory.records[HTTP_REQUESTS]] == [
         "000000000000000a",
         "000000000000000b",
@@ -411,14 +411,14 @@ def test_periods_a_slow_store_has_not_written_stay_and_are_not_appended_twice(
     journalled = JournalledStore(tmp_path, store=store)
     emit(journalled.log())
     intake = journalled.intake
-    assert intake.take() == 1
+    assert intake.ingest() == 1
     assert sealed_periods(tmp_path) == [0]  # kept until the store has written it
     emit(journalled.log())
-    assert intake.take() == 0  # the store is behind: nothing more for it, and nothing again
+    assert intake.ingest() == 0  # the store is behind: nothing more for it, and nothing again
     store.written = True
-    assert intake.take() == 1  # period 0's file deleted first, then period 1 taken
+    assert intake.ingest() == 1  # period 0's file deleted first, then period 1 taken
     assert sealed_periods(tmp_path) == []
-    assert intake.take() == 0
+    assert intake.ingest() == 0
     assert len(store.records[HTTP_REQUESTS]) == 2
 
 
@@ -458,9 +458,9 @@ def test_a_period_the_store_took_in_part_goes_on_from_the_part_it_refused(tmp_pa
     request, response, _sent_bytes, written_ns = _answers(1)[0]
     log.emit([*_answers(3), (request, response, 1 << 70, written_ns)])  # three rows in the batch, one kept whole
     intake = journalled.intake
-    assert intake.take() == 3  # the batch; the rows kept whole refused
+    assert intake.ingest() == 3  # the batch; the rows kept whole refused
     assert sealed_periods(tmp_path) == [0]
-    assert intake.take() == 1  # the rows kept whole, and only they
+    assert intake.ingest() == 1  # the rows kept whole, and only they
     assert sealed_periods(tmp_path) == []
     assert len(store.records[HTTP_REQUESTS]) == 4
     assert store.batches[HTTP_REQUESTS] == 1

@@ -204,7 +204,7 @@ async def test_rows_go_to_a_real_store_as_one_column_block(tmp_path: Path) -> No
         emit(log, country="nz")
         emit(log, ray_id="00000000000000ac")
         log.flush()
-        assert JournalIntake({journal.directory: store}).take() == 2
+        assert JournalIntake({journal.directory: store}).ingest() == 2
         batch = store.read_columns(HTTP_REQUESTS, 0)
         (part,) = batch.parts
         assert part.num_rows == 2  # type: ignore[union-attr]
@@ -218,7 +218,7 @@ def test_a_row_no_batch_holds_is_kept_as_a_line(tmp_path: Path) -> None:
     with SegmentedLogStore(tmp_path / "store") as store:
         journal = RequestJournal(tmp_path / "journal")
         emit(RequestLog(journal), edge_request(path="/v1/\udc80"))  # a lone surrogate: no UTF-8 column takes it
-        JournalIntake({journal.directory: store}).take()
+        JournalIntake({journal.directory: store}).ingest()
         (line,) = store.read(HTTP_REQUESTS, 0).records
     record = orjson.loads(line)
     assert record["ClientRequestPath"] == "/v1/\\udc80"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from edgeplane.config import Settings
 from edgeplane.edge.request_log import RequestLog
-from edgeplane.logs.delivery_process import open_partition_stores, take_journals
+from edgeplane.logs.delivery_process import ingest_journals, open_partition_stores
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
 from edgeplane.logs.request_journal import RequestJournal
@@ -30,7 +30,7 @@ def test_a_journal_left_by_a_worker_that_no_longer_runs_is_sealed_and_taken(tmp_
     assert not (journal_directory(tmp_path, 2) / f"{9:016d}.journal").exists()  # sealed
     for store in stores.values():
         store.close()
-    assert take_journals(settings, workers=1) == 4
+    assert ingest_journals(settings, workers=1) == 4
     for worker in (0, 2):
         store = SegmentedLogStore(partition_directory(tmp_path, worker), writable=False)
         assert store.end_position(HTTP_REQUESTS) == 2

@@ -33,11 +33,11 @@ class JournalledStore:
     @property
     def records(self) -> dict[str, list[dict[str, Any]]]:
         """What the store holds by dataset, once the sealed periods are taken."""
-        self.intake.take()
+        self.intake.ingest()
         return self.memory.records
 
     @property
     def batches(self) -> dict[str, int]:
         """The record batches appended by dataset, once the sealed periods are taken."""
-        self.intake.take()
+        self.intake.ingest()
         return self.memory.batches

@@ -16,7 +16,7 @@ hands an answer to the socket, and ``commit`` writes the request's records into 
 kernel's page cache, where the death of any edgeplane process leaves them. ``commit`` makes no system call: an ordinary
 row is the number of its shape (a dictionary look-up; a new shape is one more frame, once per period) and one
 ``pack_into`` of the row's frame (``request_rows.ROW_FRAME``) into the mapping. The rare rows kept whole (a firewall
-match, computed scores, a number beyond 64 bits, an odd ray id) are ``marshal``'d with their events into a frame of
+match, computed scores, a number beyond 64 bits, a ray id of another form) are ``marshal``'d with their events into a frame of
 their own. The period is sealed ``seal_interval`` (1 s) after it opened, on a timer of the event loop, or on the loop's
 next turn once it holds the space of ``max_rows`` rows, or at once when its mapping is full; the delivery process turns
 its rows into one Arrow record batch for the log store (``edgeplane.logs.journal_intake``). Outside an event loop (a

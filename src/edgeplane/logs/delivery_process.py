@@ -66,13 +66,13 @@ def journal_intake(settings: Settings, stores: dict[int, SegmentedLogStore]) -> 
     return JournalIntake({journal_directory(settings.data_dir, worker): store for worker, store in stores.items()})
 
 
-def take_journals(settings: Settings, workers: int) -> int:
+def ingest_journals(settings: Settings, workers: int) -> int:
     """Takes what the request journals hold into the log stores now, with no delivery process running (``edgeplane
     serve``, after the delivery process stopped: it may have been stopped before it was ready); returns how many
     records that was."""
     stores = open_partition_stores(settings, workers, running=0)  # every worker has stopped
     try:
-        return journal_intake(settings, stores).take()
+        return journal_intake(settings, stores).ingest()
     finally:
         for store in stores.values():
             store.close()
@@ -121,7 +121,7 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
     watch = SealWatch.open(intake.stores)
-    taking = asyncio.create_task(_take_journals(intake, stopping, watch, arrivals))
+    ingesting = asyncio.create_task(_ingest_journals(intake, stopping, watch, arrivals))
     try:
         while not stopping.is_set():
             configuration_changed.clear()
@@ -130,7 +130,7 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
                 await asyncio.wait_for(_first(stopping, configuration_changed), RECONCILE_SECONDS)
     finally:
         stopping.set()
-        await taking  # ends with a last take: the edge workers have stopped and sealed their journals
+        await ingesting  # ends with a last ingest: the edge workers have stopped and sealed their journals
         if watch is not None:
             watch.close()
         for store in stores.values():
@@ -152,18 +152,18 @@ async def _first(*events: asyncio.Event) -> None:
             wait.cancel()
 
 
-async def _take_journals(
+async def _ingest_journals(
     intake: JournalIntake, stopping: asyncio.Event, watch: SealWatch | None, arrivals: Arrivals | None = None
 ) -> None:
     """Takes sealed journal periods into the stores as they are sealed (``watch``; without one, every
     ``INTAKE_SECONDS``) until ``stopping``, then once more; rings ``arrivals`` when it took records (they are
-    written, hence readable, when ``take`` returns)."""
+    written, hence readable, when ``ingest`` returns)."""
     while True:
         stopped = stopping.is_set()
         if watch is not None:
             watch.sealed.clear()  # before looking: a seal while looking wakes the next wait
         try:
-            taken = await asyncio.to_thread(intake.take)
+            taken = await asyncio.to_thread(intake.ingest)
         except Exception:  # a bug, or a journal directory that cannot be listed: logged, and tried again
             log.exception("request journal intake failed")
             taken = 0

@@ -6,12 +6,12 @@ read into ``RequestRows``) becomes one Arrow record batch of ``http_requests`` r
 the store of the worker that journalled it; rows no batch can hold (a text Arrow refuses) and the rows kept whole (a
 firewall match) go to the store as dictionaries, which it keeps as JSON lines; ``firewall_events`` records as a batch of
 their own. Once the store has written a period's records (``flush``), the period's file is deleted. A store that refuses
-(its disk fell behind) leaves the file in place, and a later ``take`` tries again, from the part it refused (a period
+(its disk fell behind) leaves the file in place, and a later ``ingest`` tries again, from the part it refused (a period
 goes in up to three parts: its batch, its rows kept whole, its firewall events; those the store took are not appended
 again); a store that has not written them within ``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is not
 taken further until it has (so nothing is appended twice). A frame that cannot be read (a damaged file) ends its period
 with a warning, and the frames before it are taken (a frame a kill cut short was never committed: the journal's reader
-stops before it); a period that cannot be converted at all is set aside as ``<period>.unreadable`` with an error in the
+stops before it); a period that cannot be converted at all is quarantined as ``<period>.unreadable`` with an error in the
 log, and the others go on. Only the edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops
 journalled records.
 """
@@ -29,7 +29,7 @@ from prometheus_client import Counter
 
 from edgeplane.logs.log_store import LogStore, LogStoreError
 from edgeplane.logs.record_columns import batch_of_rows
-from edgeplane.logs.request_journal import delete_sealed, read_sealed, sealed_periods, set_aside
+from edgeplane.logs.request_journal import delete_sealed, quarantine, read_sealed, sealed_periods
 from edgeplane.logs.request_rows import HTTP_REQUESTS, RequestRows
 from edgeplane.waf.events import FIREWALL_EVENTS
 
@@ -45,11 +45,11 @@ RECORDS_REFUSED = Counter(
 RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records appended to the log store.", ["dataset"])
 
 
-FLUSH_WAIT_SECONDS = 10.0  # how long a take waits for a store to write what it appended
+FLUSH_WAIT_SECONDS = 10.0  # how long an ingest waits for a store to write what it appended
 
 
 class StoreRefused(Exception):
-    """The store refused a period's records; its file stays for a later ``take``."""
+    """The store refused a period's records; its file stays for a later ``ingest``."""
 
 
 class JournalIntake:
@@ -62,12 +62,12 @@ class JournalIntake:
             dataset: (RECORDS_EMITTED.labels(dataset), RECORDS_REFUSED.labels(dataset))
             for dataset in (HTTP_REQUESTS, FIREWALL_EVENTS)
         }
-        # Periods appended to a store that had not written them when the take ended: deleted once it has.
+        # Periods appended to a store that had not written them when the ingest ended: deleted once it has.
         self._unconfirmed: dict[Path, list[int]] = {}
-        # How many parts of a period the store took before it refused one: the next take goes on from there.
+        # How many parts of a period the store took before it refused one: the next ingest goes on from there.
         self._parts_taken: dict[tuple[Path, int], int] = {}
 
-    def take(self) -> int:
+    def ingest(self) -> int:
         """Appends every sealed period's records to its store, oldest first, waits until the stores have written
         them, and deletes the periods' files; returns how many records that was. Blocks on the disk (up to
         ``FLUSH_WAIT_SECONDS`` a store): an asyncio caller runs it in a thread."""
@@ -86,7 +86,7 @@ class JournalIntake:
                         appended, whole = self._append_period(store, directory, period)
                     except (ValueError, IndexError, TypeError, OSError) as error:
                         self._parts_taken.pop((directory, period), None)
-                        _set_aside(directory, period, error)
+                        _quarantine(directory, period, error)
                         continue
                     count += appended
                     if not whole:
@@ -104,7 +104,7 @@ class JournalIntake:
 
     def _append_period(self, store: LogStore, directory: Path, period: int) -> tuple[int, bool]:
         """Appends a period's parts the store has not taken yet: how many records that was, and whether the store
-        took them all (when it refuses one, the next take goes on from that part)."""
+        took them all (when it refuses one, the next ingest goes on from that part)."""
         rows = RequestRows()
         for kind, payload in read_sealed(directory, period):
             try:
@@ -117,7 +117,7 @@ class JournalIntake:
         count = 0
         for part, append in enumerate(self._parts(store, rows)):
             if part < self._parts_taken.get(key, 0):
-                continue  # taken by an earlier take, before the store refused a later part
+                continue  # ingested by an earlier ingest, before the store refused a later part
             try:
                 count += append()
             except StoreRefused:
@@ -137,7 +137,7 @@ class JournalIntake:
             return self._append(store, HTTP_REQUESTS, batch, rows.records) if batch is not None else 0
 
         def kept_whole() -> int:
-            return self._append(store, HTTP_REQUESTS, None, lambda: rows.odd) if rows.odd else 0
+            return self._append(store, HTTP_REQUESTS, None, lambda: rows.whole_records) if rows.whole_records else 0
 
         def events() -> int:
             if not rows.events:
@@ -185,13 +185,13 @@ def _delete(directory: Path, periods: list[int]) -> None:
             log.warning("request journal period not deleted", directory=str(directory), period=period, error=str(error))
 
 
-def _set_aside(directory: Path, period: int, error: Exception) -> None:
+def _quarantine(directory: Path, period: int, error: Exception) -> None:
     """Renames a period that cannot be taken to ``<period>.unreadable``, out of the intake's way."""
     log.error(
-        "request journal period unreadable: set aside",
+        "request journal period unreadable: quarantined",
         directory=str(directory),
         period=period,
         error=f"{error.__class__.__name__}: {error}",
     )
     with contextlib.suppress(OSError):
-        set_aside(directory, period)
+        quarantine(directory, period)

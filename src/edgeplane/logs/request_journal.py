@@ -77,7 +77,7 @@ ROW_FRAME_SIZE: Final = 104
 _OLD_FRAME: Final = struct.Struct("<II")  # the earlier format's frames: length, CRC-32
 _OPEN: Final = ".journal"  # a period being written
 _SEALED: Final = ".sealed"  # a period written whole, for the delivery process to take
-_SET_ASIDE: Final = ".unreadable"  # a sealed period the delivery process could not take
+_QUARANTINED: Final = ".unreadable"  # a sealed period the delivery process could not take
 PERIOD_BYTES: Final = 4 << 20  # the mapping of a period; a period that fills it is sealed and the next one opened
 ZEROS_AHEAD: Final = 256 << 10  # how much of a period's file is written with zeros at a time, ahead of its frames
 REOPEN_SECONDS: Final = 1.0  # after a period failed to open (a full disk), how long until the next try
@@ -113,7 +113,7 @@ class RequestJournal:
         directory.mkdir(parents=True, exist_ok=True)
         seal_leftovers(directory)
         sealed = sealed_periods(directory)
-        earlier = sealed + _periods(directory, _SET_ASIDE)
+        earlier = sealed + _periods(directory, _QUARANTINED)
         self.period = max(earlier) + 1 if earlier else 0  # the period new frames belong to: never a used number
         self.mapping: mmap.mmap | None = None  # the open period's
         self.end = 0  # where its next frame goes
@@ -348,9 +348,9 @@ def delete_sealed(directory: Path, period: int) -> None:
     _path(directory, period, _SEALED).unlink(missing_ok=True)
 
 
-def set_aside(directory: Path, period: int) -> None:
+def quarantine(directory: Path, period: int) -> None:
     """Renames a sealed period the intake cannot take to ``<period>.unreadable``, kept for inspection."""
-    os.rename(_path(directory, period, _SEALED), _path(directory, period, _SET_ASIDE))
+    os.rename(_path(directory, period, _SEALED), _path(directory, period, _QUARANTINED))
 
 
 def seal_leftovers(directory: Path) -> list[int]:

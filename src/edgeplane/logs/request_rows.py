@@ -18,10 +18,10 @@ generic part. The vectorised arithmetic uses Arrow's compute functions, so no fu
 
 Rows that do not fit (a number beyond 64 bits, a value of another type) and rows of requests with a firewall verdict
 (the firewall matched them: they carry ``Security*`` fields; or their attack scores were computed) are kept whole, as
-the store's dictionaries (``odd``, filled by the caller with ``record_of``); so are the ``firewall_events`` records of
-the matches (``events``). They are rare, and go to the store beside the batch. So every row of the batch is of a
-request that was not scored, and its ``WAF*AttackScore`` fields are 100 (``UNSCORED``), as ``record_of`` gives them
-until the caller sets the scores.
+the store's dictionaries (``whole_records``, filled by the caller with ``record_of``); so are the
+``firewall_events`` records of the matches (``events``). They are rare, and go to the store beside the batch. So
+every row of the batch is of a request that was not scored, and its ``WAF*AttackScore`` fields are 100
+(``UNSCORED``), as ``record_of`` gives them until the caller sets the scores.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class Chunk:
     shape_numbers: bytes | bytearray  # each row's shape number, a native 32-bit unsigned integer
     rays: str  # the rows' ray ids, each followed by a newline
     numbers: bytes | bytearray  # the rows' numbers, packed one row after the other
-    odd: list[dict[str, Any]] = field(default_factory=list)
+    whole_records: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
 
     def encode(self) -> bytes:
@@ -158,7 +158,7 @@ class Chunk:
                 self.shape_numbers,
                 self.rays[:-1],  # one string, separated: marshal refers to each string of a list by identity
                 self.numbers,
-                self.odd,
+                self.whole_records,
                 self.events,
             )
         )
@@ -168,7 +168,7 @@ class Chunk:
         """Raises ``ValueError`` for bytes that are not a chunk ``encode`` wrote (this version's, or the first
         version's, whose numbers were a column at a time)."""
         try:
-            version, count, shapes, shape_numbers, rays, numbers, odd, events = marshal.loads(data)  # noqa: S302  # our own journal, in the data directory
+            version, count, shapes, shape_numbers, rays, numbers, whole_records, events = marshal.loads(data)  # noqa: S302  # our own journal, in the data directory
             if version == _FIRST_JOURNAL_FORMAT and len(numbers) == len(NUMBER_COLUMNS):
                 numbers = _interleaved(numbers, count)
             if version != _JOURNAL_FORMAT:  # 1 and 2: a list
@@ -182,7 +182,7 @@ class Chunk:
             raise ValueError("a request journal chunk whose numbers do not match its rows")
         if not isinstance(shape_numbers, bytes) or len(shape_numbers) != count * array("I").itemsize:
             raise ValueError("a request journal chunk whose shape numbers do not match its rows")
-        return cls(count, shapes, shape_numbers, rays, numbers, odd, events)
+        return cls(count, shapes, shape_numbers, rays, numbers, whole_records, events)
 
 
 def _plain_ray(ray: object) -> bool:
@@ -211,11 +211,11 @@ class RequestRows:
         self._shape_numbers = bytearray()  # every row's shape number, packed (``_SHAPE_NUMBER``)
         self._rays = bytearray()  # every row's ray id, UTF-8, 16 bytes
         self._numbers = bytearray()  # every row's numbers, packed (``_NUMBERS``, as in ``ROW_PAYLOAD``)
-        self.odd: list[dict[str, Any]] = []
+        self.whole_records: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
 
     def __len__(self) -> int:
-        return len(self._shape_numbers) // _SHAPE_NUMBER.size + len(self.odd)
+        return len(self._shape_numbers) // _SHAPE_NUMBER.size + len(self.whole_records)
 
     def add_frame(self, kind: int, payload: bytes) -> None:
         """Adds a frame of a journal period (``request_journal.read_sealed``), in the order written. Raises
@@ -232,7 +232,7 @@ class RequestRows:
             whole = _loads(payload)
             if not (isinstance(whole, tuple) and len(whole) == 2 and isinstance(whole[0], dict)):
                 raise ValueError("a request journal record of the wrong form")
-            self.odd.append(whole[0])
+            self.whole_records.append(whole[0])
             self.events.extend(whole[1])
         elif kind == request_journal.CHUNK:
             self.extend(Chunk.decode(payload))
@@ -279,8 +279,8 @@ class RequestRows:
                 self._numbers += chunk.numbers[index * _NUMBERS.size : (index + 1) * _NUMBERS.size]
                 self._rays += ray
             else:  # a ray id a row of this format cannot hold
-                self.odd.append(record_of(self._shape_list[shape_number], ray_id, row))
-        self.odd.extend(chunk.odd)
+                self.whole_records.append(record_of(self._shape_list[shape_number], ray_id, row))
+        self.whole_records.extend(chunk.whole_records)
         self.events.extend(chunk.events)
 
     def _columns(self) -> list[array[int]]:
@@ -289,8 +289,8 @@ class RequestRows:
         return [rows[index::width] for index in range(width)]
 
     def batch(self) -> pa.RecordBatch | None:
-        """The rows in the packed numbers (not ``odd``) as one record batch of ``http_requests`` fields, None when
-        there are none. Columns of nulls are left out. Raises ``pa.ArrowInvalid``, ``pa.ArrowTypeError`` or
+        """The rows in the packed numbers (not ``whole_records``) as one record batch of ``http_requests`` fields,
+        None when there are none. Columns of nulls are left out. Raises ``pa.ArrowInvalid``, ``pa.ArrowTypeError`` or
         ``UnicodeError`` for a text Arrow cannot hold (``records`` then gives the rows)."""
         count = len(self._shape_numbers) // _SHAPE_NUMBER.size
         if not count:
