@@ -12,14 +12,15 @@ they were computed (a rule read them, or a Logpush job of the zone logs them: ``
 
 **Accepted**: the edge's HTTP server calls the router's ``commit_answer`` (which is ``commit`` here) just before it
 hands an answer to the socket, and ``commit`` writes the request's records into the journal's shared mapping
-(``edgeplane.logs.request_journal``) before returning. So every answer a client may have received has its records in the
-kernel's page cache, where the death of any edgeplane process leaves them. ``commit`` makes no system call: an ordinary
-row is the number of its shape (a dictionary look-up; a new shape is one more frame, once per period) and one
-``pack_into`` of the row's frame (``request_rows.ROW_FRAME``) into the mapping. The rare rows kept whole (a firewall
-match, computed scores, a number beyond 64 bits, a ray id of another form) are ``marshal``'d with their events into a frame of
-their own. The period is sealed ``seal_interval`` (1 s) after it opened, on a timer of the event loop, or on the loop's
-next turn once it holds the space of ``max_rows`` rows, or at once when its mapping is full; the delivery process turns
-its rows into one Arrow record batch for the log store (``edgeplane.logs.journal_intake``). Outside an event loop (a
+(``edgeplane.logs.request_journal``) before returning. So every answer a client may have received has its records in
+the kernel's page cache, where the death of any edgeplane process leaves them. ``commit`` makes no system call: an
+ordinary row is the number of its shape (a dictionary look-up; a new shape is one more frame, once per period) and the
+row's frame (``request_rows.ROW_FRAME``) written into the mapping, by the C module ``row_writer`` where it is built
+and by ``commit_in_python`` otherwise (and for every other row). The rare rows kept whole (a firewall match, computed
+scores, a number beyond 64 bits, a ray id of another form) are ``marshal``'d with their events into a frame of their
+own. The period is sealed ``seal_interval`` (1 s) after it opened, on a timer of the event loop, or on the loop's next
+turn once it holds the space of ``max_rows`` rows, or at once when its mapping is full; the delivery process turns its
+rows into one Arrow record batch for the log store (``edgeplane.logs.journal_intake``). Outside an event loop (a
 script, a test) every ``emit`` is sealed at once.
 
 Why before the write and one row at a time: a record built after the answer (as this module did, in batches, up to

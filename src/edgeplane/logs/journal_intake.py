@@ -11,8 +11,8 @@ goes in up to three parts: its batch, its rows kept whole, its firewall events; 
 again); a store that has not written them within ``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is not
 taken further until it has (so nothing is appended twice). A frame that cannot be read (a damaged file) ends its period
 with a warning, and the frames before it are taken (a frame a kill cut short was never committed: the journal's reader
-stops before it); a period that cannot be converted at all is quarantined as ``<period>.unreadable`` with an error in the
-log, and the others go on. Only the edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops
+stops before it); a period that cannot be converted at all is quarantined as ``<period>.unreadable`` with an error in
+the log, and the others go on. Only the edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops
 journalled records.
 """
 
