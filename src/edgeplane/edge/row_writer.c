@@ -11,9 +11,9 @@
    ``tests/edge/test_row_writer.py`` holds the two to the same journal bytes.
 
    Why by hand, in C: the row is written on the request's path, before its answer may leave (issue 22: a record must
-   outlive a ``kill -9`` once its answer was sent). In the interpreter the row cost about 3 µs a request in place
-   (fifteen attribute loads into a tuple, its hash and comparison, and ``pack_into`` with sixteen arguments); this
-   costs a fraction of that (``docs/benchmarks.md``, log pipeline). No library maps an application's objects onto
+   outlive a ``kill -9`` once its answer was sent). In the interpreter the row cost too much of the emission budget
+   in place (fifteen attribute loads into a tuple, its hash and comparison, and ``pack_into`` with sixteen
+   arguments); this costs a fraction of that (``docs/benchmarks.md``, "Log pipeline", has the figures). No library maps an application's objects onto
    a packed record; ``struct`` and ``operator`` each do a piece per call, and the calls are what cost.
 
    Only the public C API: attributes are read with ``PyObject_GetAttr`` (names interned once), numbers converted

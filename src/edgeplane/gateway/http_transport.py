@@ -3,14 +3,14 @@
 Why by hand: every forwarded request crosses this path once, and aiohttp's general client was the largest single
 cost in the gateway. Profiled at concurrency 32 against anvil, ``UpstreamNode.post`` on aiohttp took 45 % of the
 gateway's CPU (37 % in ``ClientSession._request`` building request objects, headers, payload and timers, 5 % in the
-task it creates per request body), about 90 µs of the 195 to 220 µs the gateway spent per request; the benchmark's
-own load generator measured aiohttp at 110 to 125 µs of CPU per request against 17 to 22 µs for a pre-built
-keep-alive client on the same machine (``docs/benchmarks.md``). A JSON-RPC POST needs very little of HTTP: the
+task it creates per request body), and the benchmark's own load generator measured aiohttp at several times the CPU
+per request of a pre-built keep-alive client on the same machine. A JSON-RPC POST needs very little of HTTP: the
 request head is the same every time but for ``Content-Length``, so it is built once per upstream and each request
 is one ``transport.write``; answers are framed by ``httptools`` (the C parser uvicorn uses); a request is a future
 and one timer, not a task.
-With it, the gateway's CPU per request at concurrency 32 fell from 195 to 290 µs to 85 to 105 µs, and the upstream
-call from 45 % to 17 % of its CPU, nearly all of that the socket write itself.
+With it, the gateway's CPU per request at concurrency 32 fell by more than half, and the upstream call from 45 % to
+17 % of its CPU, nearly all of that the socket write itself (the figures of the time are in git history; the current
+ones in ``docs/benchmarks.md``, "Gateway overhead").
 
 What it does: keep-alive connections to one origin, at most ``max_connections`` of them, the most recently used
 taken first (so a quiet period lets the others expire); a connection is closed on any error, on ``Connection:

@@ -2,7 +2,7 @@
 
 Why Arrow compute: the per-record predicate (``edgeplane.logs.filter_compiler``) is already as fast as hand-written
 Python, and that is its ceiling: every record costs a Python call, a dictionary look-up per field and a Python
-comparison per condition, about two thirds of a microsecond for a 30-operator filter, three times the target. No
+comparison per condition, several times the target for a 30-operator filter (``docs/benchmarks.md``). No
 Python code can go below that while it touches each record. The log store keeps records as Arrow record batches
 (``edgeplane.logs.record_columns``), so a filter can instead be a handful of compute kernels per block: one C++ loop
 per condition over a whole column (``equal``, ``less``, ``starts_with``, ``is_in``, ...) and one per ``and``/``or``,

@@ -49,7 +49,7 @@ _CONVERSION_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, 
 Compression = Literal["zstd", "lz4", "none"]
 COMPRESSIONS: Final[tuple[Compression, ...]] = ("zstd", "lz4", "none")
 # zstd at level 1: about four times smaller blocks than none on generated records (seven on the edge's, which repeat
-# more), for about 0.1 µs more a record to read (docs/log-store.md); lz4 reads a little faster and keeps twice as much.
+# more), for a little more CPU a record to read (docs/log-store.md); lz4 reads a little faster and keeps twice as much.
 _WRITE_OPTIONS: Final[dict[Compression, pa.ipc.IpcWriteOptions]] = {
     "zstd": pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=1)),
     "lz4": pa.ipc.IpcWriteOptions(compression="lz4"),

@@ -36,8 +36,9 @@ framed by length and CRC-32, written with ``write``) are still read: their chunk
 Zeros ahead: the period's file is written with zeros (``write``, ``ZEROS_AHEAD`` bytes at a time) before the
 mapping's pages there are stored into. So a full disk is an error of that write (the records are then lost, logged
 and counted, until a period can open again), never a ``SIGBUS`` on a store into the mapping; and a store faults in a
-page that is already in the page cache, already allocated, which on ext4 costs about 0.1 µs where a page of a
-``posix_fallocate``'d file (unwritten extents, converted on the first store) costs about 5 µs.
+page that is already in the page cache, already allocated, which on ext4 costs a small fraction of the first store
+into a page of a ``posix_fallocate``'d file (unwritten extents, converted then; ``docs/log-store.md`` has the
+figures).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ _SCORE_FIELDS = ("cf_waf_score", "cf_waf_score_sqli", "cf_waf_score_xss", "cf_wa
 class cached_field(Generic[T]):  # named like functools.cached_property, which it replaces
     """A field computed on first read and stored in the instance's ``__dict__``, where later reads find it as a plain
     attribute. Unlike ``functools.cached_property`` in Python 3.11 it takes no lock: a ``RequestFields`` belongs to one
-    request on one thread, and the lock made every first read cost about a microsecond."""
+    request on one thread, and the lock made every first read cost several times as much."""
 
     def __init__(self, compute: Callable[[Any], T]) -> None:
         self.compute = compute

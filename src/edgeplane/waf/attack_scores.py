@@ -24,7 +24,7 @@ detections edgeplane already trusts (the Managed Ruleset blocks on them, CRS sco
 independent detectors call an attack (libinjection and a signature) falls below 20, the threshold the product's own
 examples use (``cf.waf.score lt 20``). Benign JSON-RPC (hex values, method names, block tags) meets none of them.
 
-Scoring costs tens of microseconds, so it is done only for a request whose scores something reads (see
+Scoring is not cheap next to the rest of a request, so it is done only for a request whose scores something reads (see
 ``edgeplane.waf.firewall``); the detectors' results for values seen before are remembered.
 """
 
