@@ -86,6 +86,63 @@ def test_filtered_requests_reach_the_destination(service: EdgeplaneProcess) -> N
     assert status["error_message"] is None
 
 
+def test_the_json_rpc_fields_reach_the_destination_and_filter_it(service: EdgeplaneProcess) -> None:
+    """The dataset's JSON-RPC extensions (network, method, requests, error code) are in the records a job pushes,
+    and its filter selects by them."""
+    out = service.data_dir / "destinations" / "rpc"
+    fields = ["RayID", "Web3Network", "JSONRPCMethod", "JSONRPCRequests", "JSONRPCErrorCode"]
+    filter_text = json.dumps(
+        {
+            "where": {
+                "and": [
+                    {"key": "JSONRPCMethod", "operator": "eq", "value": "eth_getBalance"},
+                    {"key": "JSONRPCRequests", "operator": "gt", "value": "1"},
+                    {"key": "Web3Network", "operator": "eq", "value": "mainnet"},
+                ]
+            }
+        }
+    )
+    service.v4(
+        "POST",
+        "/zones/{zone}/logpush/jobs",
+        json={
+            "name": "json-rpc",
+            "dataset": "http_requests",
+            **service.file_destination("rpc/{DATE}"),
+            "filter": filter_text,
+            "output_options": {"field_names": fields},
+            "max_upload_records": 1000,
+            "enabled": True,
+        },
+    )
+    bad_balance = {"jsonrpc": "2.0", "method": "eth_getBalance", "params": ["not an address", "latest"], "id": 1}
+    chain_id = {"jsonrpc": "2.0", "method": "eth_chainId", "params": [], "id": 2}
+    ray_ids = set()
+    codes = set()
+    with httpx.Client(timeout=30) as client:
+        for index in range(1100):  # every 11th a single request, which the filter leaves out: 1000 batches
+            if index % 11 == 0:
+                client.post(service.rpc_url(), json=bad_balance)
+                continue
+            response = client.post(service.rpc_url(), json=[bad_balance, chain_id])
+            ray_ids.add(response.headers["cf-ray"].split("-")[0])
+            codes.add(response.json()[0]["error"]["code"])
+    assert len(ray_ids) == 1000
+    (code,) = codes
+    deadline = time.monotonic() + 60
+    lines: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and len(lines) < 1000:
+        time.sleep(0.5)
+        lines = lines_in(out)
+    assert len(lines) == 1000
+    assert {line["RayID"] for line in lines} == ray_ids
+    assert all(
+        {key: value for key, value in line.items() if key != "RayID"}
+        == {"Web3Network": "mainnet", "JSONRPCMethod": "eth_getBalance", "JSONRPCRequests": 2, "JSONRPCErrorCode": code}
+        for line in lines
+    )
+
+
 def test_logs_tail_shows_records_with_a_filter(service: EdgeplaneProcess) -> None:
     import subprocess
     import sys

@@ -35,10 +35,14 @@ class Exchange:
         "cache_status",
         "country",
         "host",
+        "network",
         "origin_duration_ms",
         "origin_status",
         "ray_id",
         "refusal",
+        "rpc_error_code",
+        "rpc_method",
+        "rpc_requests",
         "started_ns",
         "verdict",
         "zone",
@@ -56,3 +60,9 @@ class Exchange:
         self.origin_duration_ms: int | None = None
         self.refusal: EdgeResponse | None = None  # decided from the head, answered after the firewall has run
         self.cache_status = "unknown"  # the gateway's response cache: hit, miss, bypass, dynamic; unknown if not asked
+        self.network = ""  # the network of ``/v1/<network>``; "" for a request to no gateway path
+        # What the gateway read of the body (``GatewayResponse``): the JSON-RPC method (a batch's first), how many
+        # requests (0: not read as JSON-RPC, or the gateway was not asked), the answer's first error code.
+        self.rpc_method = ""
+        self.rpc_requests = 0
+        self.rpc_error_code: int | None = None

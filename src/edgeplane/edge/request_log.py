@@ -189,6 +189,10 @@ class RequestLog:
             exchange.asn,
             zone.zone_name if zone else "",
             exchange.cache_status,
+            exchange.network,
+            exchange.rpc_method,
+            exchange.rpc_requests,
+            exchange.rpc_error_code,
         )
         journal = self.journal
         number = self._shapes.get(shape)

@@ -118,6 +118,9 @@ class EdgeRouter:
         if not isinstance(exchange, Exchange):
             host, valid = _host(request)
             exchange = request.context = Exchange(host, self.snapshots.current.web3_zone(host) if valid else None)
+            path = request.raw_path
+            if path.startswith("/v1/"):  # the network asked for, as sent, served or not
+                exchange.network = path[4:]
         return exchange
 
     def _refusal(self, request: EdgeRequest) -> EdgeResponse | None:
@@ -167,7 +170,7 @@ class EdgeRouter:
             exchange.verdict = scored_verdict(self._fields(request, exchange))
         if exchange.refusal is not None:
             return _with_ray(exchange.refusal, exchange.ray_id)
-        answer = self.gateway.respond(request.raw_path[4:], request.body)
+        answer = self.gateway.respond(exchange.network, request.body)
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
         return self._awaited(answer, exchange)
@@ -183,6 +186,8 @@ class EdgeRouter:
 
     def _response(self, answer: GatewayResponse, exchange: Exchange) -> EdgeResponse:
         exchange.cache_status = answer.cache_status
+        exchange.rpc_method, exchange.rpc_requests = answer.method, answer.requests
+        exchange.rpc_error_code = answer.error_code
         if answer.cache_status != "hit":
             exchange.origin_status = answer.status
             exchange.origin_duration_ms = (time.time_ns() - exchange.started_ns) // 1_000_000

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SHAPE_SIZE 15
+#define SHAPE_SIZE 19
 #define NUMBER_COUNT 9
 #define RAY_BYTES 16
 #define NOTED_COUNT 8
@@ -54,6 +54,7 @@ enum {
     A_CONTEXT, A_CLIENT, A_NOTED, A_METHOD, A_PATH, A_QUERY, A_VERSION, A_SERVER, A_LENGTH,
     A_STATUS, A_BODY, A_CONTENT_TYPE,
     A_HOST, A_ZONE, A_RAY, A_STARTED, A_COUNTRY, A_ASN, A_VERDICT, A_ORIGIN_STATUS, A_ORIGIN_MS, A_CACHE,
+    A_NETWORK, A_RPC_METHOD, A_RPC_REQUESTS, A_RPC_ERROR_CODE,
     A_ZONE_NAME, A_COUNT
 };
 
@@ -61,7 +62,7 @@ static const char *const attribute_names[A_COUNT] = {
     "context", "client", "noted", "method", "path", "query_string", "http_version", "server", "content_length",
     "status", "body", "content_type",
     "host", "zone", "ray_id", "started_ns", "country", "asn", "verdict", "origin_status", "origin_duration_ms",
-    "cache_status", "zone_name",
+    "cache_status", "network", "rpc_method", "rpc_requests", "rpc_error_code", "zone_name",
 };
 
 static PyObject *names[A_COUNT];
@@ -304,6 +305,10 @@ static int write_row(RowWriter *self, PyObject *request, PyObject *response, int
     GET(A_ORIGIN_STATUS, exchange);
     GET(A_ORIGIN_MS, exchange);
     GET(A_CACHE, exchange);
+    GET(A_NETWORK, exchange);
+    GET(A_RPC_METHOD, exchange);
+    GET(A_RPC_REQUESTS, exchange);
+    GET(A_RPC_ERROR_CODE, exchange);
     if (got[A_ZONE] != Py_None) GET(A_ZONE_NAME, got[A_ZONE]);
 
     shape[0] = client == Py_None ? empty_text : PyTuple_GET_ITEM(client, 0);
@@ -321,6 +326,10 @@ static int write_row(RowWriter *self, PyObject *request, PyObject *response, int
     shape[12] = got[A_ASN];
     shape[13] = got[A_ZONE] == Py_None ? empty_text : got[A_ZONE_NAME];
     shape[14] = got[A_CACHE];
+    shape[15] = got[A_NETWORK];
+    shape[16] = got[A_RPC_METHOD];
+    shape[17] = got[A_RPC_REQUESTS];
+    shape[18] = got[A_RPC_ERROR_CODE];
 
     if (client == Py_None)
         frame.numbers[0] = 0;

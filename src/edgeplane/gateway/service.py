@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import structlog
 
 from edgeplane import metrics
@@ -54,12 +55,19 @@ class UnknownNetwork(GatewayError):
 
 @dataclass(slots=True)
 class GatewayResponse:
-    """What the edge sends back: an HTTP status and a JSON body; and whether the response cache answered
-    (``dynamic``: not a request the cache keeps). Never changed once made (not frozen: see ``EdgeResponse``)."""
+    """What the edge sends back: an HTTP status and a JSON body; whether the response cache answered (``dynamic``:
+    not a request the cache keeps); and, for the request log, what the body asked and how it went: the JSON-RPC
+    ``method`` (of a batch, its first request's; "" when there is none), the number of ``requests`` (1, a batch's
+    size, 0 for a body not read as JSON-RPC: not JSON, or sent to a network the gateway does not serve) and the
+    first ``error_code`` of the answer (None without one). Never changed once made (not frozen: see
+    ``EdgeResponse``)."""
 
     status: int
     body: bytes
     cache_status: CacheStatus = "dynamic"
+    method: str = ""
+    requests: int = 1
+    error_code: int | None = None
 
 
 class Gateway:
@@ -94,7 +102,7 @@ class Gateway:
     def unknown_network(self, network: str) -> GatewayResponse:
         """The 404 answer for a network this gateway does not serve."""
         error = UnknownNetwork(f"unknown network {network!r}; this gateway serves: {', '.join(sorted(self.pools))}")
-        return GatewayResponse(error.http_status, encode(error_object(None, error)))
+        return GatewayResponse(error.http_status, encode(error_object(None, error)), requests=0, error_code=error.code)
 
     def respond(self, network: str, body: bytes) -> GatewayResponse | Awaitable[GatewayResponse]:
         """Answers one request body sent to ``/v1/<network>``: at once when no node needs asking (a refusal, an
@@ -109,13 +117,17 @@ class Gateway:
             parsed = parse_body(body, max_batch_size=self.settings.max_batch_size)
         except RpcError as error:
             self._count(network, "", "invalid")
-            return GatewayResponse(error.http_status, encode(error_object(None, error)))
+            return GatewayResponse(
+                error.http_status, encode(error_object(None, error)), requests=0, error_code=error.code
+            )
         if parsed.is_batch:
             return self._batch(pool, parsed.items)
         item = parsed.items[0]
         if isinstance(item, RejectedItem):
             self._count(network, "", "invalid")
-            return GatewayResponse(item.error.http_status, encode(error_object(item.id, item.error)))
+            return GatewayResponse(
+                item.error.http_status, encode(error_object(item.id, item.error)), error_code=item.error.code
+            )
         method = item.method
         try:
             self._check_policy(method)
@@ -132,7 +144,7 @@ class Gateway:
             hit = cache.hit(item)
             if hit is not None:
                 self._count(network, method, "answered")
-                return GatewayResponse(200, hit, "hit")
+                return GatewayResponse(200, hit, "hit", method)
         return self._single(pool, item, cache, limits_checked)
 
     async def handle(self, network: str, body: bytes) -> GatewayResponse:
@@ -156,19 +168,21 @@ class Gateway:
                 if cache is not None:
                     cached = await cache.answer(request)
                     self._count(pool.network, method, "answered")
-                    return GatewayResponse(200, cached.body, cached.status)
+                    return GatewayResponse(200, cached.body, cached.status, method, error_code=_error_code(cached.body))
                 # The request goes with the caller's id, so the node's answer echoes it.
                 answer = await self._forward(pool, request)
         except RpcError as error:
             return self._refused(pool, request, error)
         self._count(pool.network, method, "answered")
-        return GatewayResponse(200, answer)
+        return GatewayResponse(200, answer, method=method, error_code=_error_code(answer))
 
     def _refused(self, pool: UpstreamPool, request: RpcRequest, error: RpcError) -> GatewayResponse:
         """The answer to a single request that ``error`` ended."""
         self._count(pool.network, request.method, _outcome(error))
         status = 200 if isinstance(error, UpstreamRejected) else error.http_status
-        return GatewayResponse(status, encode(error_object(request.id, error)))
+        return GatewayResponse(
+            status, encode(error_object(request.id, error)), method=request.method, error_code=error.code
+        )
 
     async def _forward(self, pool: UpstreamPool, request: RpcRequest) -> bytes:
         if request.method not in self.policy.non_idempotent:
@@ -245,7 +259,24 @@ class Gateway:
                 else:
                     self._count(pool.network, request.method, "answered")
                     answers[index] = result_object(request.id, result)
-        return GatewayResponse(200, encode([answer for answer in answers if answer is not None]))
+        given = [answer for answer in answers if answer is not None]
+        first_method = next((item.method for item in items if isinstance(item, RpcRequest)), "")
+        first_error = next((answer["error"]["code"] for answer in given if "error" in answer), None)
+        return GatewayResponse(200, encode(given), method=first_method, requests=len(items), error_code=first_error)
+
+
+def _error_code(answer: bytes) -> int | None:
+    """The ``error.code`` of a node's answer to a single request, None when it has none (the answer is read only
+    when it names an error)."""
+    if b'"error"' not in answer:
+        return None
+    try:
+        document = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return None
+    error = document.get("error") if isinstance(document, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def _outcome(error: RpcError) -> str:

@@ -2,7 +2,8 @@
 delivery process makes of a journal period.
 
 A request's texts (client address, host, method, path, query, protocol, user agent, referer, ``X-Requested-With``,
-content type, edge address, country, ASN, zone, cache status) repeat from one request to the next, so a row keeps them
+content type, edge address, country, ASN, zone, cache status, and the JSON-RPC network, method, request count and
+error code) repeat from one request to the next, so a row keeps them
 as the number of a **shape**: the tuple of those values (``SHAPE``), numbered once per journal period, whose frame the
 journal holds before the first row that names it. A row is then one fixed-size frame (``ROW_FRAME``): the shape's
 number, the numbers (port, sizes, status, timestamps, origin status and duration) as machine integers, and the ray id,
@@ -84,7 +85,15 @@ SHAPE: Final = (
     "ASN (int, 0 when unknown)",
     "zone name (str, empty without a zone)",
     "cache status (str)",
+    "network of /v1/<network> (str, empty for another path)",
+    "JSON-RPC method, a batch's first (str, empty when none was read)",
+    "JSON-RPC requests in the body (int: 1, a batch's size, 0 when not read as JSON-RPC)",
+    "JSON-RPC error code of the answer, its first (int or None)",
 )
+# The shape's members added after journal format 4 was first written, with the values of a shape written without
+# them (a period journalled before an upgrade).
+_LATER_MEMBERS: Final = ("", "", 0, None)
+_FIRST_SHAPE_SIZE: Final = len(SHAPE) - len(_LATER_MEMBERS)
 Shape = tuple[Any, ...]
 
 
@@ -115,6 +124,10 @@ SHAPE_COLUMNS: Final[dict[str, tuple[pa.DataType, Callable[[Shape], Any]]]] = {
     "ClientASN": (pa.int64(), lambda shape: shape[12] or None),
     "ZoneName": (pa.string(), lambda shape: shape[13]),
     "CacheCacheStatus": (pa.string(), lambda shape: shape[14]),
+    "Web3Network": (pa.string(), lambda shape: shape[15] or None),
+    "JSONRPCMethod": (pa.string(), lambda shape: shape[16] or None),
+    "JSONRPCRequests": (pa.int64(), lambda shape: shape[17] or None),
+    "JSONRPCErrorCode": (pa.int64(), lambda shape: shape[18]),
 }
 
 
@@ -223,11 +236,7 @@ class RequestRows:
         if kind == request_journal.ROWS:
             self._add_rows(payload)
         elif kind == request_journal.SHAPE:
-            shape = _loads(payload)
-            if not isinstance(shape, tuple) or len(shape) != len(SHAPE):
-                raise ValueError("a request journal shape of the wrong form")
-            self._shapes[shape] = len(self._shape_list)
-            self._shape_list.append(shape)
+            self._add_shape(_loads(payload))
         elif kind == request_journal.WHOLE:
             whole = _loads(payload)
             if not (isinstance(whole, tuple) and len(whole) == 2 and isinstance(whole[0], dict)):
@@ -261,11 +270,20 @@ class RequestRows:
         self._numbers += numbers
         self._rays += rays
 
+    def _add_shape(self, shape: object) -> None:
+        """Numbers a shape of the period, the next number; one written before the later members gets their values
+        (``_LATER_MEMBERS``)."""
+        if isinstance(shape, tuple) and len(shape) == _FIRST_SHAPE_SIZE:
+            shape += _LATER_MEMBERS
+        if not isinstance(shape, tuple) or len(shape) != len(SHAPE):
+            raise ValueError("a request journal shape of the wrong form")
+        self._shapes[shape] = len(self._shape_list)
+        self._shape_list.append(shape)
+
     def extend(self, chunk: Chunk) -> None:
         """Adds the rows of a journalled chunk (the intake): chunks of one period, in the order they were taken."""
         for shape in chunk.shapes:
-            self._shapes[shape] = len(self._shape_list)
-            self._shape_list.append(shape)
+            self._add_shape(shape)
         numbers = memoryview(chunk.shape_numbers).cast("I")
         if numbers and max(numbers) >= len(self._shape_list):
             raise ValueError("a request journal chunk names a shape no earlier chunk of its period has")
