@@ -11,11 +11,11 @@ worded by the application too (``refusal_answer``, given a ``Refusal``).
 
 What it does: HTTP/1.0 and 1.1, keep-alive (HTTP/1.0 only when asked for), ``Connection: close`` both ways; pipelined
 requests answered in order (reading pauses while answers wait; more than ``MAX_PIPELINED`` waiting are answered 429
-and the connection closed); ``Expect: 100-continue`` (the 100 only while no earlier answer is owed, so it never
-overtakes one); bodies framed by ``Content-Length`` and refused with 413 from the declared length, before any of the
-body is read; a timeout for a request whose head and body do not arrive in time (408) and for an idle keep-alive
-connection (closed); write flow control (a client that does not read stops being read and answered until its
-buffer drains).
+and the connection closed); ``Expect: 100-continue`` (the 100 only when no earlier request is being handled or
+waiting, so it never overtakes an answer); bodies framed by ``Content-Length`` and refused with 413 from the declared
+length, before any of the body is read; a timeout for a request whose head and body do not arrive in time (408) and
+for an idle keep-alive connection (closed); write flow control (a client that does not read stops being read and
+answered until its buffer drains).
 
 What it refuses, answering and closing the connection, so that no reader before or after it can take a request for
 another (llhttp, in its strict mode, refuses the rest: obs-fold, whitespace before a colon, bare CR or LF, control
@@ -55,7 +55,8 @@ The state is two enums, one per direction, and the transport's flow control:
   pauses while answers wait or writing is paused, except while lingering.
 
 The common request (one read, nothing owed before it) goes ``IDLE``/``IDLE`` → ``HEAD`` → ``BODY`` → ``IDLE`` with
-``output`` ``TO_HANDLE`` → ``HANDLING`` → (``respond``) ``IDLE``, with no allocation beyond the request itself.
+``output`` ``TO_HANDLE`` → ``HANDLING`` → (``respond``) ``IDLE``; nothing is made for it but the request (with its
+headers and body) and its answer's bytes.
 """
 
 from __future__ import annotations
@@ -346,7 +347,8 @@ class HttpConnection:
         return self.next_step()
 
     def stop(self) -> Step:
-        """The server is shutting down: an idle connection closes now, one with answers owed after the next one."""
+        """The server is shutting down: an idle connection closes now, a busy one after its next answer (which says
+        ``Connection: close``)."""
         self._stopping = True
         state = self.input
         if self.output is _OUT_IDLE and not self._queue and state is not _HEAD and state is not _BODY:
@@ -459,19 +461,6 @@ class HttpConnection:
             return _HANDLE
         return _WAIT
 
-    def _enqueue(self, request: EdgeRequest | None, answer: EdgeResponse | None, keep_alive: bool) -> None:
-        """Owes an answer: the one answered now when none is owed, else one waiting behind the others."""
-        queue = self._queue
-        if self.output is _OUT_IDLE and not queue and not self.writing_paused:
-            self.answering, self.decided, self._keep_alive = request, answer, keep_alive
-            self.output = _TO_HANDLE if answer is None else _TO_ANSWER
-            return
-        queue.append((request, answer, keep_alive))
-        if len(queue) > MAX_PIPELINED and self.input is not _DISCARDING:
-            # Reading pauses between reads only: one read of small requests would queue thousands, each many times
-            # its size in memory.
-            self._refuse(Refusal.TOO_MANY_PIPELINED, None)
-
     def _refuse(self, refusal: Refusal, request: EdgeRequest | None) -> None:
         self._refuse_with(self._refusal_answer(refusal, request), request)
 
@@ -483,7 +472,7 @@ class HttpConnection:
         self._held.clear()
         self._body.clear()
         self._headers = []  # what llhttp still reports of the read is no request's
-        self._enqueue(request, answer, False)
+        self._queue.append((request, answer, False))  # ``next_step`` answers it in its turn
 
     def _close(self) -> Step:
         """Closes once the buffered answers are written; lingers when the client may still be sending."""
@@ -615,7 +604,17 @@ class HttpConnection:
             self._early = None
         keep_alive = self._parser.should_keep_alive()
         self.input = _IN_IDLE if keep_alive else _DONE
-        self._enqueue(request, answer, keep_alive)
+        queue = self._queue
+        if self.output is _OUT_IDLE and not queue and not self.writing_paused:
+            # Answered now: no tuple for the request of a connection that owes nothing else.
+            self.answering, self.decided, self._keep_alive = request, answer, keep_alive
+            self.output = _TO_HANDLE if answer is None else _TO_ANSWER
+            return
+        queue.append((request, answer, keep_alive))
+        if len(queue) > MAX_PIPELINED:
+            # Reading pauses between reads only: one read of small requests would queue thousands, each many times
+            # its size in memory.
+            self._refuse(Refusal.TOO_MANY_PIPELINED, None)
 
     def _head_over_limit(self, data: bytes) -> bool:
         """Whether the unfinished head is over a limit: its headers so far, or the line still arriving (the bytes

@@ -108,13 +108,12 @@ _status_lines: dict[int, bytes] = {}
 
 
 def _status_line(status: int) -> bytes:
-    line = _status_lines.get(status)
-    if line is None:
-        try:
-            phrase = http.HTTPStatus(status).phrase
-        except ValueError:
-            phrase = ""
-        line = _status_lines[status] = f"HTTP/1.1 {status} {phrase}\r\n".encode("latin-1")
+    """The status line of ``status``, made once: ``encode_response`` finds it in ``_status_lines``, without a call."""
+    try:
+        phrase = http.HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    line = _status_lines[status] = f"HTTP/1.1 {status} {phrase}\r\n".encode("latin-1")
     return line
 
 
@@ -122,7 +121,7 @@ def encode_response(response: EdgeResponse, *, keep_alive: bool, http_10: bool, 
     """The whole response, head and body, as one buffer; the head alone with ``head_only`` (the answer to a HEAD
     request, whose Content-Length is that of the body it would have had: RFC 9110, 9.3.2)."""
     parts = [
-        _status_line(response.status),
+        _status_lines.get(response.status) or _status_line(response.status),
         b"content-type: ",
         response.content_type,
         b"\r\ncontent-length: %d\r\n" % len(response.body),
