@@ -310,6 +310,8 @@ class HttpServer:
     def shutdown(self) -> None:
         """Starts a graceful shutdown: ``serve`` stops accepting and returns once the connections are closed."""
         self.stopping = True
+        for connection in list(self._connections):
+            connection.shut_down()  # from now on, answers say Connection: close; idle connections close now
         if self._stop is not None:
             self._stop.set()
 
