@@ -3,15 +3,12 @@ connection's sans-IO state (``edgeplane.edge.http_connection``) asks, and runnin
 
 Why by hand: every client request crosses this path once, and after the upstream client was replaced by a lean one
 (``gateway/http_transport.py``), uvicorn and the event loop around it were the largest cost in the gateway. Profiled
-at concurrency 32 against anvil, the gateway spent 85 to 100 µs of CPU per request; uvicorn's own frames took 28 % of
-it (ASGI scope, ``receive`` and ``send`` message dictionaries, a task per request) and its ``send``, which writes the
-head and the body of a response with two ``transport.write`` calls, 16 %. Here a request is parsed straight into an
-``EdgeRequest``, the handler runs as one task, and the response is one buffer and one ``transport.write``: this
-module's frames, the router's checks included, are about 11 % of the gateway's CPU and its one write 13 %. Measured
-with ``bench/gateway.py`` on a loaded two-core machine, old and new runs interleaved (``docs/benchmarks.md``): the
-gateway's CPU per request at concurrency 32 fell from 79 to 98 µs to 65 to 70 µs (128 to 140 from 144 to 201 µs at
-concurrency 1), its throughput at concurrency 32 rose by 15 to 30 %, and the added p50 at concurrency 1 went from
-0.19 to 0.20 ms to 0.14 to 0.17 ms.
+at concurrency 32 against anvil, uvicorn's own frames took 28 % of the gateway's CPU (ASGI scope, ``receive`` and
+``send`` message dictionaries, a task per request) and its ``send``, which writes the head and the body of a response
+with two ``transport.write`` calls, 16 %. Here a request is parsed straight into an ``EdgeRequest``, the handler runs
+as one task, and the response is one buffer and one ``transport.write``: this module's frames, the router's checks
+included, were about 11 % of the gateway's CPU and its one write 13 %, and the gateway's CPU per request fell by about
+a fifth (the figures of the time are in git history; the current ones in ``docs/benchmarks.md``).
 
 What HTTP it speaks, what it refuses and when a connection closes is the connection's (``HttpConnection``: framing,
 pipelining, ``Expect: 100-continue``, body and head limits, keep-alive, timeouts, write flow control, lingering
@@ -35,20 +32,18 @@ was read is handed to the handler's ``answered``, in batches: when ``TELL_BATCH`
 Why the next turn: the requests read in one turn of the loop are then handled together and their answers written
 together (uvloop writes what was queued at the end of each turn), so each turn of the loop, with its ``epoll_wait``,
 serves more requests. Paired on one CPU at concurrency 16 against the previous server (a task per request), CPU per
-request fell from 133.0 to 116.6 µs; handling each request as soon as it was read, with no task, cost more than the task
-did (137.3 against 128.7 µs), because each turn then served fewer requests.
+request fell by about an eighth; handling each request as soon as it was read, with no task, cost more than the task
+did, because each turn then served fewer requests.
 
 A full batch is told on the loop's next turn rather than at once: the answers written in a turn leave at its end
-(uvloop's queued writes), so work done in the middle of a turn holds back every answer of that turn. Paired at
-concurrency 16 with logs on, telling on the next turn cost 0.4 to 0.7 µs less CPU per request, and lowered the
-p50 by 2 to 3 % (``docs/benchmarks.md``).
+(uvloop's queued writes), so work done in the middle of a turn holds back every answer of that turn (paired at
+concurrency 16, telling on the next turn cost less CPU per request and lowered the p50 by a few percent).
 
 Why batches of answers: work done after each answer, even after the write, shows in the latency of the requests that
-follow (it runs while the client sends its next request, and it takes the processor's caches from the request path).
-Paired at concurrency 1 against the same code with logs off, the request log added 19 µs to the p50 and 21 µs of CPU per
-request when it heard of each answer on the loop's next turn, and 11 µs and 14 µs in batches of 64. Under load a batch
-fills within a few milliseconds, while its requests are still in the caches; batches of 50 ms at any load cost 3 µs more
-per request at concurrency 16.
+follow (it runs while the client sends its next request, and it takes the processor's caches from the request path);
+in batches (of 64, or 50 ms) it costs the requests far less, and under load a batch fills within a few milliseconds,
+while its requests are still in the caches. (The request log, for which this was built, now does its work in
+``commit_answer``; the router's ``answered`` has nothing left to do.)
 
 Every answer the server makes itself (each ``Refusal`` of the connection's), and the 500 that replaces a handler's
 exception, is a JSON-RPC error object with ``id: null``, since JSON-RPC is what this edge speaks.
