@@ -90,7 +90,7 @@ def test_the_json_rpc_fields_reach_the_destination_and_filter_it(service: Edgepl
     """The dataset's JSON-RPC extensions (network, method, requests, error code) are in the records a job pushes,
     and its filter selects by them."""
     out = service.data_dir / "destinations" / "rpc"
-    fields = ["RayID", "Web3Network", "JSONRPCMethod", "JSONRPCRequests", "JSONRPCErrorCode"]
+    fields = ["RayID", "Web3Network", "JSONRPCMethod", "JSONRPCRequests", "JSONRPCErrorCode", "Web3Upstream"]
     filter_text = json.dumps(
         {
             "where": {
@@ -136,11 +136,14 @@ def test_the_json_rpc_fields_reach_the_destination_and_filter_it(service: Edgepl
         lines = lines_in(out)
     assert len(lines) == 1000
     assert {line["RayID"] for line in lines} == ray_ids
-    assert all(
-        {key: value for key, value in line.items() if key != "RayID"}
-        == {"Web3Network": "mainnet", "JSONRPCMethod": "eth_getBalance", "JSONRPCRequests": 2, "JSONRPCErrorCode": code}
-        for line in lines
-    )
+    expected = {
+        "Web3Network": "mainnet",
+        "JSONRPCMethod": "eth_getBalance",
+        "JSONRPCRequests": 2,
+        "JSONRPCErrorCode": code,
+        "Web3Upstream": "devchain",  # the embedded development chain, serve's upstream by default
+    }
+    assert all({key: value for key, value in line.items() if key != "RayID"} == expected for line in lines)
 
 
 def test_logs_tail_shows_records_with_a_filter(service: EdgeplaneProcess) -> None:

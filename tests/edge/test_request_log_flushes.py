@@ -44,8 +44,10 @@ answers = st.fixed_dictionaries(
         "country": st.sampled_from(["", "nz"]),
         "asn": st.sampled_from([0, 64500]),
         "cache_status": st.sampled_from(["hit", "miss", "unknown"]),
-        # network, JSON-RPC method, requests, error code (as the router sets them from the gateway's answer)
-        "rpc": st.sampled_from([("", "", 0, None), ("mainnet", "eth_call", 1, None), ("sepolia", "", 3, -32602)]),
+        # network, JSON-RPC method, requests, error code, upstream (as the router sets them from the gateway's answer)
+        "rpc": st.sampled_from(
+            [("", "", 0, None, ""), ("mainnet", "eth_call", 1, None, "node-a"), ("sepolia", "", 3, -32602, "")]
+        ),
     }
 )
 
@@ -69,8 +71,8 @@ def answer(number: int, details: dict[str, Any]) -> Answer:
         exchange.origin_status, exchange.origin_duration_ms = details["origin"]
     exchange.country, exchange.asn = details["country"], details["asn"]
     exchange.cache_status = details["cache_status"]
-    exchange.network, exchange.rpc_method, exchange.rpc_requests, exchange.rpc_error_code = details.get(
-        "rpc", ("", "", 0, None)
+    (exchange.network, exchange.rpc_method, exchange.rpc_requests, exchange.rpc_error_code, exchange.upstream) = (
+        details.get("rpc", ("", "", 0, None, ""))
     )
     request.context = exchange
     return request, response, 100 + number, STARTED + number + details["elapsed_ns"]

@@ -36,9 +36,11 @@ def call(method: str, params: list[object], request_id: int = 1) -> dict[str, ob
 async def test_a_single_request_names_its_method_and_no_error(gateway: Gateway) -> None:
     answer = await gateway.handle("mainnet", orjson.dumps(call("eth_chainId", [])))
     assert (answer.method, answer.requests, answer.error_code) == ("eth_chainId", 1, None)
+    assert answer.upstream == gateway.pools["mainnet"].nodes[0].label
     hit = await gateway.handle("mainnet", orjson.dumps(call("eth_getBlockByNumber", ["0x0", False])))
     hit = await gateway.handle("mainnet", orjson.dumps(call("eth_getBlockByNumber", ["0x0", False])))
     assert (hit.cache_status, hit.method, hit.requests, hit.error_code) == ("hit", "eth_getBlockByNumber", 1, None)
+    assert hit.upstream == ""  # the cache answered
 
 
 async def test_the_nodes_error_code_is_the_answers(gateway: Gateway) -> None:
@@ -51,6 +53,7 @@ async def test_a_refused_method_carries_the_refusals_code(gateway: Gateway) -> N
     answer = await gateway.handle("mainnet", orjson.dumps(call("admin_peers", [])))
     assert answer.status == 403
     assert (answer.method, answer.requests, answer.error_code) == ("admin_peers", 1, METHOD_NOT_ALLOWED)
+    assert answer.upstream == ""  # no node was asked
 
 
 async def test_a_batch_names_its_first_method_its_size_and_its_first_error(gateway: Gateway) -> None:
@@ -59,6 +62,7 @@ async def test_a_batch_names_its_first_method_its_size_and_its_first_error(gatew
     assert (answer.method, answer.requests, answer.error_code) == ("eth_chainId", 3, INVALID_REQUEST)
     clean = await gateway.handle("mainnet", orjson.dumps([call("eth_chainId", [], 1), call("net_version", [], 2)]))
     assert (clean.method, clean.requests, clean.error_code) == ("eth_chainId", 2, None)
+    assert clean.upstream == gateway.pools["mainnet"].nodes[0].label
 
 
 async def test_a_body_that_is_no_json_rpc_reads_as_no_request(gateway: Gateway) -> None:

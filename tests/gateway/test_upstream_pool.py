@@ -78,8 +78,9 @@ REQUEST = RpcRequest(1, "eth_chainId", [])
 async def test_reads_fail_over_to_a_working_node(make_pool: Callable[..., object]) -> None:
     pool, (bad, good) = await make_pool(503, 200)  # type: ignore[misc]
     for _ in range(4):
-        answer = await pool.forward(REQUEST, idempotent=True)
+        answer, upstream = await pool.forward(REQUEST, idempotent=True)
         assert orjson.loads(answer)["result"] == "0x1"
+        assert upstream == pool.nodes[1].label  # the working node's
     assert good.hits == 4
     assert bad.hits == 1  # marked failing after the first error; tried again only as a last resort
 

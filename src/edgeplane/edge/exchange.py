@@ -44,6 +44,7 @@ class Exchange:
         "rpc_method",
         "rpc_requests",
         "started_ns",
+        "upstream",
         "verdict",
         "zone",
     )
@@ -66,3 +67,4 @@ class Exchange:
         self.rpc_method = ""
         self.rpc_requests = 0
         self.rpc_error_code: int | None = None
+        self.upstream = ""  # the label of the upstream node that answered; "" when none did

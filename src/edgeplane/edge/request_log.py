@@ -193,6 +193,7 @@ class RequestLog:
             exchange.rpc_method,
             exchange.rpc_requests,
             exchange.rpc_error_code,
+            exchange.upstream,
         )
         journal = self.journal
         number = self._shapes.get(shape)

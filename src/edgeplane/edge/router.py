@@ -187,7 +187,7 @@ class EdgeRouter:
     def _response(self, answer: GatewayResponse, exchange: Exchange) -> EdgeResponse:
         exchange.cache_status = answer.cache_status
         exchange.rpc_method, exchange.rpc_requests = answer.method, answer.requests
-        exchange.rpc_error_code = answer.error_code
+        exchange.rpc_error_code, exchange.upstream = answer.error_code, answer.upstream
         if answer.cache_status != "hit":
             exchange.origin_status = answer.status
             exchange.origin_duration_ms = (time.time_ns() - exchange.started_ns) // 1_000_000

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SHAPE_SIZE 19
+#define SHAPE_SIZE 20
 #define NUMBER_COUNT 9
 #define RAY_BYTES 16
 #define NOTED_COUNT 8
@@ -54,7 +54,7 @@ enum {
     A_CONTEXT, A_CLIENT, A_NOTED, A_METHOD, A_PATH, A_QUERY, A_VERSION, A_SERVER, A_LENGTH,
     A_STATUS, A_BODY, A_CONTENT_TYPE,
     A_HOST, A_ZONE, A_RAY, A_STARTED, A_COUNTRY, A_ASN, A_VERDICT, A_ORIGIN_STATUS, A_ORIGIN_MS, A_CACHE,
-    A_NETWORK, A_RPC_METHOD, A_RPC_REQUESTS, A_RPC_ERROR_CODE,
+    A_NETWORK, A_RPC_METHOD, A_RPC_REQUESTS, A_RPC_ERROR_CODE, A_UPSTREAM,
     A_ZONE_NAME, A_COUNT
 };
 
@@ -62,7 +62,7 @@ static const char *const attribute_names[A_COUNT] = {
     "context", "client", "noted", "method", "path", "query_string", "http_version", "server", "content_length",
     "status", "body", "content_type",
     "host", "zone", "ray_id", "started_ns", "country", "asn", "verdict", "origin_status", "origin_duration_ms",
-    "cache_status", "network", "rpc_method", "rpc_requests", "rpc_error_code", "zone_name",
+    "cache_status", "network", "rpc_method", "rpc_requests", "rpc_error_code", "upstream", "zone_name",
 };
 
 static PyObject *names[A_COUNT];
@@ -309,6 +309,7 @@ static int write_row(RowWriter *self, PyObject *request, PyObject *response, int
     GET(A_RPC_METHOD, exchange);
     GET(A_RPC_REQUESTS, exchange);
     GET(A_RPC_ERROR_CODE, exchange);
+    GET(A_UPSTREAM, exchange);
     if (got[A_ZONE] != Py_None) GET(A_ZONE_NAME, got[A_ZONE]);
 
     shape[0] = client == Py_None ? empty_text : PyTuple_GET_ITEM(client, 0);
@@ -330,6 +331,7 @@ static int write_row(RowWriter *self, PyObject *request, PyObject *response, int
     shape[16] = got[A_RPC_METHOD];
     shape[17] = got[A_RPC_REQUESTS];
     shape[18] = got[A_RPC_ERROR_CODE];
+    shape[19] = got[A_UPSTREAM];
 
     if (client == Py_None)
         frame.numbers[0] = 0;

@@ -71,10 +71,12 @@ class _Generation:
 
 @dataclass(frozen=True, slots=True)
 class CachedAnswer:
-    """The body of an answer, and whether the cache gave it."""
+    """The body of an answer, whether the cache gave it, and the label of the node that did when one did ("" for
+    the cache's own)."""
 
     body: bytes
     status: CacheStatus
+    upstream: str = ""
 
 
 def _key(request: RpcRequest, params: bytes) -> bytes:
@@ -141,13 +143,11 @@ class ResponseCache:
         """
         params = orjson.dumps(request.params)
         key = _key(request, params)
-        if _PENDING in key:
+        generation = None if _PENDING in key else await self._current_generation()
+        if generation is None:  # a request about a pending block, or no head reading: asked of a node, not kept
             self._lookups["bypass"].add()
-            return CachedAnswer(await self.pool.forward(request, idempotent=True), "bypass")
-        generation = await self._current_generation()
-        if generation is None:
-            self._lookups["bypass"].add()
-            return CachedAnswer(await self.pool.forward(request, idempotent=True), "bypass")
+            answer, upstream = await self.pool.forward(request, idempotent=True)
+            return CachedAnswer(answer, "bypass", upstream)
         kept = generation.entries.get(key)
         if kept is not None:
             self._lookups["hit"].add()
@@ -156,13 +156,13 @@ class ResponseCache:
         in_step = self._in_step
         body = encode_request(request, params)
 
-        async def post(node: UpstreamNode) -> tuple[bytes, bool]:
-            return await node.post(body, idempotent=True), node.label in in_step
+        async def post(node: UpstreamNode) -> tuple[bytes, bool, str]:
+            return await node.post(body, idempotent=True), node.label in in_step, node.label
 
-        answer, from_head = await self.pool.execute(post)
+        answer, from_head, upstream = await self.pool.execute(post)
         if from_head and self._generation is generation:
             self._keep(generation, key, answer)
-        return CachedAnswer(answer, "miss")
+        return CachedAnswer(answer, "miss", upstream)
 
     def _keep(self, generation: _Generation, key: bytes, answer: bytes) -> None:
         try:

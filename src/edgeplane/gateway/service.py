@@ -28,6 +28,7 @@ from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get
 from edgeplane.gateway.policy import MethodPolicy
 from edgeplane.gateway.response_cache import CacheStatus, ResponseCache
 from edgeplane.gateway.trace_filter import TraceFilterService
+from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.jsonrpc.envelope import (
     RejectedItem,
@@ -59,8 +60,8 @@ class GatewayResponse:
     not a request the cache keeps); and, for the request log, what the body asked and how it went: the JSON-RPC
     ``method`` (of a batch, its first request's; "" when there is none), the number of ``requests`` (1, a batch's
     size, 0 for a body not read as JSON-RPC: not JSON, or sent to a network the gateway does not serve) and the
-    first ``error_code`` of the answer (None without one). Never changed once made (not frozen: see
-    ``EdgeResponse``)."""
+    first ``error_code`` of the answer (None without one); the label of the ``upstream`` node that answered ("" when
+    none did: the cache, a refusal, ``trace_filter``). Never changed once made (not frozen: see ``EdgeResponse``)."""
 
     status: int
     body: bytes
@@ -68,6 +69,7 @@ class GatewayResponse:
     method: str = ""
     requests: int = 1
     error_code: int | None = None
+    upstream: str = ""
 
 
 class Gateway:
@@ -161,20 +163,27 @@ class Gateway:
         try:
             if method == "trace_filter":
                 traces = await self._traces.run(pool, request.params)
-                answer = encode(result_object(request.id, traces))
+                answer, upstream = encode(result_object(request.id, traces)), ""
             else:
                 if not limits_checked:
                     await self._check_limits(pool, request)
                 if cache is not None:
                     cached = await cache.answer(request)
                     self._count(pool.network, method, "answered")
-                    return GatewayResponse(200, cached.body, cached.status, method, error_code=_error_code(cached.body))
+                    return GatewayResponse(
+                        200,
+                        cached.body,
+                        cached.status,
+                        method,
+                        error_code=_error_code(cached.body),
+                        upstream=cached.upstream,
+                    )
                 # The request goes with the caller's id, so the node's answer echoes it.
-                answer = await self._forward(pool, request)
+                answer, upstream = await self._forward(pool, request)
         except RpcError as error:
             return self._refused(pool, request, error)
         self._count(pool.network, method, "answered")
-        return GatewayResponse(200, answer, method=method, error_code=_error_code(answer))
+        return GatewayResponse(200, answer, method=method, error_code=_error_code(answer), upstream=upstream)
 
     def _refused(self, pool: UpstreamPool, request: RpcRequest, error: RpcError) -> GatewayResponse:
         """The answer to a single request that ``error`` ended."""
@@ -184,7 +193,7 @@ class Gateway:
             status, encode(error_object(request.id, error)), method=request.method, error_code=error.code
         )
 
-    async def _forward(self, pool: UpstreamPool, request: RpcRequest) -> bytes:
+    async def _forward(self, pool: UpstreamPool, request: RpcRequest) -> tuple[bytes, str]:
         if request.method not in self.policy.non_idempotent:
             return await pool.forward(request, idempotent=True)
         try:
@@ -218,6 +227,7 @@ class Gateway:
 
     async def _batch(self, pool: UpstreamPool, items: list[RpcRequest | RejectedItem]) -> GatewayResponse:
         answers: list[dict[str, Any] | None] = [None] * len(items)
+        upstream = ""
         forwarded: list[int] = []
 
         async def prepare(index: int, item: RpcRequest | RejectedItem) -> None:
@@ -244,8 +254,12 @@ class Gateway:
             requests = [items[index] for index in forwarded]
             calls = [(request.method, request.params) for request in requests if isinstance(request, RpcRequest)]
             idempotent = not any(method in self.policy.non_idempotent for method, _ in calls)
+
+            async def call_batch(node: UpstreamNode) -> tuple[list[Any], str]:
+                return await node.call_batch(calls), node.label
+
             try:
-                results = await pool.execute(lambda node: node.call_batch(calls), idempotent=idempotent)
+                results, upstream = await pool.execute(call_batch, idempotent=idempotent)
             except RpcError as error:
                 results = [error] * len(calls)
             finally:
@@ -262,7 +276,9 @@ class Gateway:
         given = [answer for answer in answers if answer is not None]
         first_method = next((item.method for item in items if isinstance(item, RpcRequest)), "")
         first_error = next((answer["error"]["code"] for answer in given if "error" in answer), None)
-        return GatewayResponse(200, encode(given), method=first_method, requests=len(items), error_code=first_error)
+        return GatewayResponse(
+            200, encode(given), method=first_method, requests=len(items), error_code=first_error, upstream=upstream
+        )
 
 
 def _error_code(answer: bytes) -> int | None:

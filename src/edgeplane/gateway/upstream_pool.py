@@ -156,11 +156,15 @@ class UpstreamPool:
             metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(1)
         node.record_success()
 
-    async def forward(self, request: RpcRequest, *, idempotent: bool) -> bytes:
+    async def forward(self, request: RpcRequest, *, idempotent: bool) -> tuple[bytes, str]:
         """Sends a checked request (written again by ``encode_request``, with the caller's id) and returns the
-        node's raw answer, which echoes that id."""
+        node's raw answer, which echoes that id, and the label of the node that gave it."""
         body = encode_request(request)
-        return await self.execute(lambda node: node.post(body, idempotent=idempotent), idempotent=idempotent)
+
+        async def post(node: UpstreamNode) -> tuple[bytes, str]:
+            return await node.post(body, idempotent=idempotent), node.label
+
+        return await self.execute(post, idempotent=idempotent)
 
     # -- block numbers -----------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ delivery process makes of a journal period.
 
 A request's texts (client address, host, method, path, query, protocol, user agent, referer, ``X-Requested-With``,
 content type, edge address, country, ASN, zone, cache status, and the JSON-RPC network, method, request count and
-error code) repeat from one request to the next, so a row keeps them
+error code, and the upstream that answered) repeat from one request to the next, so a row keeps them
 as the number of a **shape**: the tuple of those values (``SHAPE``), numbered once per journal period, whose frame the
 journal holds before the first row that names it. A row is then one fixed-size frame (``ROW_FRAME``): the shape's
 number, the numbers (port, sizes, status, timestamps, origin status and duration) as machine integers, and the ray id,
@@ -89,10 +89,11 @@ SHAPE: Final = (
     "JSON-RPC method, a batch's first (str, empty when none was read)",
     "JSON-RPC requests in the body (int: 1, a batch's size, 0 when not read as JSON-RPC)",
     "JSON-RPC error code of the answer, its first (int or None)",
+    "upstream node that answered, its label (str, empty when none did)",
 )
 # The shape's members added after journal format 4 was first written, with the values of a shape written without
 # them (a period journalled before an upgrade).
-_LATER_MEMBERS: Final = ("", "", 0, None)
+_LATER_MEMBERS: Final = ("", "", 0, None, "")
 _FIRST_SHAPE_SIZE: Final = len(SHAPE) - len(_LATER_MEMBERS)
 Shape = tuple[Any, ...]
 
@@ -128,6 +129,7 @@ SHAPE_COLUMNS: Final[dict[str, tuple[pa.DataType, Callable[[Shape], Any]]]] = {
     "JSONRPCMethod": (pa.string(), lambda shape: shape[16] or None),
     "JSONRPCRequests": (pa.int64(), lambda shape: shape[17] or None),
     "JSONRPCErrorCode": (pa.int64(), lambda shape: shape[18]),
+    "Web3Upstream": (pa.string(), lambda shape: shape[19] or None),
 }
 
 
