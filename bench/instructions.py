@@ -6,12 +6,11 @@ of ``eth_chainId`` requests, zeroes the counters, sends ``--requests`` more at c
 connections, waits for the edge's timers, dumps the counters and prints their total divided by the requests. Run it
 with logs on and with ``--logs-off`` (or on two source trees, ``--src``) and compare.
 
-Under valgrind the edge runs some fifty times slower, so its timers (the 50 ms batches of answers, the 1 s
-journal periods, the log store's intervals) would cover far fewer requests than at full speed. The
-benchmark therefore runs a copy of the source tree with those constants multiplied by ``--stretch`` (60: 50 ms
-becomes 3 s, 1 s a minute) and waits ``--wait`` seconds after the load, so that batches and periods hold what they
-hold at full speed and their fixed costs are counted as often. A tree whose constants are not where this script
-looks is refused, not measured wrong.
+Under valgrind the edge runs some fifty times slower, so its timers (the 1 s journal periods, the log store's
+intervals) would cover far fewer requests than at full speed. The benchmark therefore runs a copy of the source tree
+with those constants multiplied by ``--stretch`` (60: 50 ms becomes 3 s, 1 s a minute) and waits ``--wait`` seconds
+after the load, so that batches and periods hold what they hold at full speed and their fixed costs are counted as
+often. A tree whose constants are not where this script looks is refused, not measured wrong.
 
 Usage: ``.venv/bin/python bench/instructions.py [--src src] [--logs-off] [--requests 15000]`` (about 6 minutes;
 valgrind from Debian's ``valgrind`` package).
@@ -41,7 +40,6 @@ CONCURRENCY = 16
 WARMUP_REQUESTS = 800
 # The timing constants stretched in the copy: (file under src/edgeplane, pattern of the number).
 STRETCHED = (
-    ("edge/http_server.py", r"^TELL_DELAY_SECONDS = ([0-9.]+)"),
     ("edge/request_log.py", r"seal_interval: float = ([0-9.]+),"),
     ("logs/log_store.py", r"flush_interval: float = ([0-9.]+),"),
     ("logs/log_store.py", r"sync_interval: float = ([0-9.]+),"),

@@ -79,9 +79,10 @@ class Clock:
 @dataclass
 class Owner:
     """Plays the server: does each step the connection returns, keeping the answers written (each ``respond``'s
-    bytes), the requests handed to the handler, and how the connection ended (``Step.CLOSE``, ``Step.LINGER``,
-    ``Step.ABORT``, or None while open). The handler answers a request handed over at once (``at_once``), or when
-    ``answer_handed`` is called."""
+    bytes), the requests handed to the handler, the answers the connection dropped (``drop_answer``: path and status),
+    and how the connection ended (``Step.CLOSE``, ``Step.LINGER``, ``Step.ABORT``, or None while open). The handler
+    answers a request handed over at once (``at_once``), or when ``answer_handed`` is called. No request is answered
+    or dropped twice."""
 
     at_once: bool = True
     head_policy: Callable[[EdgeRequest], EdgeResponse | None] = answer_head
@@ -93,13 +94,16 @@ class Owner:
     end: Step | None = None
     reading: bool = True
     waiting: EdgeRequest | None = None  # handed over; its answer not yet made
+    dropped: list[tuple[str, int]] = field(default_factory=list)
     connection: HttpConnection = field(init=False)
+    _settled: dict[int, EdgeRequest] = field(default_factory=dict)  # the requests answered or dropped, by id
 
     def __post_init__(self) -> None:
         self.connection = HttpConnection(
             LIMITS,
             self.head_policy,
             refusal_answer,
+            self._drop,
             self.clock,
             ("198.51.100.7", 40000),
             ("127.0.0.1", 8787),
@@ -127,6 +131,7 @@ class Owner:
                 return
             if step is Step.ANSWER:
                 assert connection.decided is not None
+                self._settle(connection.answering)
                 self._write(connection.respond(connection.decided))
             elif step is Step.CONTINUE:
                 assert self.end is None
@@ -149,8 +154,18 @@ class Owner:
     def answer_handed(self, answer: Callable[[EdgeRequest], EdgeResponse] = handler_answer) -> None:
         request, self.waiting = self.waiting, None
         if request is not None:
+            self._settle(request)
             self._write(self.connection.respond(answer(request)))
             self.run(self.connection.next_step())
+
+    def _drop(self, request: EdgeRequest, answer: EdgeResponse) -> None:
+        self._settle(request)
+        self.dropped.append((request.raw_path, answer.status))
+
+    def _settle(self, request: EdgeRequest | None) -> None:
+        if request is not None:
+            assert id(request) not in self._settled, f"{request.raw_path} answered or dropped twice"
+            self._settled[id(request)] = request
 
     def _write(self, data: bytes | None) -> None:
         assert data is not None
@@ -532,6 +547,39 @@ def test_an_answer_made_after_the_connection_is_lost_is_dropped() -> None:
     owner.connection.lose()
     assert owner.connection.respond(handler_answer(EdgeRequest("POST", "/a", b"", [], "1.1", None, None))) is None
     assert owner.connection.next_step() is Step.WAIT
+
+
+def test_answers_decided_and_lost_with_the_connection_are_dropped_once() -> None:
+    owner = Owner(at_once=False)
+    # handed over; refused on its head; refused by the connection (no Host); refused on its head, its body arriving
+    owner.feed(request("/a") + request("/refuse") + request("/nohost", host=None))
+    assert owner.handed
+    assert not owner.dropped
+    late = Owner(at_once=False)
+    late.feed(request("/refuse", b"[1,2,3]")[:-2])
+    owner.connection.lose()
+    late.connection.lose()
+    assert owner.dropped == [("/refuse", 403), ("/nohost", 400)]
+    assert late.dropped == [("/refuse", 403)]
+    # the handed request's answer is the owner's to drop (``respond`` gives no bytes); nothing is dropped twice
+    assert owner.connection.respond(handler_answer(EdgeRequest("POST", "/a", b"", [], "1.1", None, None))) is None
+    owner.connection.lose()
+    late.connection.lose()
+    assert owner.dropped == [("/refuse", 403), ("/nohost", 400)]
+    assert late.dropped == [("/refuse", 403)]
+
+
+def test_answers_waiting_when_a_stopping_connection_closes_are_dropped() -> None:
+    owner = Owner(at_once=False)
+    owner.feed(request("/a") + request("/refuse") + request("/b") + request("/refuse", b"[1,2,3]")[:-2])
+    assert owner.connection.stop() is Step.WAIT
+    owner.answer_handed()
+    assert len(owner.answers) == 1
+    assert b"connection: close" in owner.answers[0]
+    assert owner.end is Step.LINGER
+    # ``/b`` waited for the handler and has no answer: it is not handed over, and there is nothing to drop
+    assert owner.dropped == [("/refuse", 403), ("/refuse", 403)]
+    assert [handed[1] for handed in owner.handed] == ["/a"]
 
 
 def test_a_refused_connection_is_answered_and_closed() -> None:

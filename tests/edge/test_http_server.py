@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgeplane.edge import http_server
-from edgeplane.edge.http_server import Answer, EdgeRequest, EdgeResponse, HttpServer
+from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, HttpServer
 
 TIMEOUT = 5.0
 
@@ -26,14 +26,14 @@ TIMEOUT = 5.0
 @dataclass
 class Recorder:
     """Echoes each request as JSON; special paths sleep, raise, wait for a release, or answer a large body. Paths
-    under ``/now`` are answered at once (no awaitable); every answer ``answered`` is told of is kept in ``told``."""
+    under ``/now`` are answered at once (no awaitable); every answer ``commit_answer`` is given is kept in ``told``."""
 
     requests: list[EdgeRequest] = field(default_factory=list)
     started: asyncio.Event = field(default_factory=asyncio.Event)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     told: list[tuple[str, int]] = field(default_factory=list)
-    heard: asyncio.Event = field(default_factory=asyncio.Event)  # set by ``answered``
-    sent: list[int] = field(default_factory=list)  # the sizes ``answered`` was told, in order
+    heard: asyncio.Event = field(default_factory=asyncio.Event)  # set by ``commit_answer``
+    sent: list[int] = field(default_factory=list)  # the sizes ``commit_answer`` was given, in order
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         if request.path == "/refuse":
@@ -50,11 +50,9 @@ class Recorder:
             return EdgeResponse(200, json.dumps({"path": request.path, "at_once": True}).encode())
         return self._handle(request)
 
-    def answered(self, answers: list[Answer]) -> None:
-        for request, response, sent_bytes, written_ns in answers:
-            assert written_ns > 0
-            self.told.append((request.path, response.status))
-            self.sent.append(sent_bytes)
+    def commit_answer(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
+        self.told.append((request.path, response.status))
+        self.sent.append(sent_bytes)
         self.heard.set()
 
     async def _handle(self, request: EdgeRequest) -> EdgeResponse:
@@ -199,12 +197,12 @@ async def test_answers_at_hand_and_awaited_answers_keep_their_order() -> None:
         "/now/3",
     ]
     assert last.json() == {"path": "/now/4", "at_once": True}
-    # ``answered`` hears of every answered request once its answer is out, in order, with the bytes written
+    # ``commit_answer`` is given every answered request before its answer is out, in order, with the bytes written
     assert handler.told == [(path, 403 if path == "/refuse" else 200) for path in paths] + [("/now/4", 200)]
     assert handler.sent == [len(answer.raw) for answer in [*answers, last]]
 
 
-async def test_answered_hears_of_an_answer_the_client_left_before() -> None:
+async def test_commit_answer_is_given_an_answer_the_client_left_before() -> None:
     handler = Recorder()
     async with running(handler) as (_, port):
         _, writer = await connect(port)
@@ -216,10 +214,29 @@ async def test_answered_hears_of_an_answer_the_client_left_before() -> None:
     assert handler.told == [("/sleep/0.2", 200)]
 
 
-async def test_a_failing_answered_leaves_the_connection_serving() -> None:
+async def test_answers_never_written_are_committed_with_no_bytes() -> None:
+    # A shutdown closes the connection after the answer being made: the answers already decided for the requests
+    # pipelined behind it (one from its head, one the server's refusal) are never written, and committed with 0.
+    handler = Recorder()
+    async with running(handler) as (server, port):
+        reader, writer = await connect(port)
+        writer.write(post("/wait") + post("/refuse") + b"POST /no-host HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+        await asyncio.wait_for(handler.started.wait(), TIMEOUT)
+        await asyncio.sleep(0.05)
+        server.shutdown()
+        handler.release.set()
+        answer = await read_response(reader)
+        assert await closed_by_server(reader)
+        writer.close()
+    assert answer.headers["connection"] == "close"
+    assert handler.told == [("/wait", 200), ("/refuse", 403), ("/no-host", 400)]
+    assert handler.sent == [len(answer.raw), 0, 0]
+
+
+async def test_a_failing_commit_answer_leaves_the_connection_serving() -> None:
     class Failing(Recorder):
-        def answered(self, answers: list[Answer]) -> None:
-            raise RuntimeError("a bug in answered")
+        def commit_answer(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
+            raise RuntimeError("a bug in commit_answer")
 
     async with running(Failing()) as (_, port):
         reader, writer = await connect(port)
@@ -510,20 +527,6 @@ def test_any_split_of_the_byte_stream_gives_the_same_requests(cuts: list[int]) -
     bounds = [0, *sorted(cuts), len(STREAM)]
     pieces = [STREAM[start:end] for start, end in itertools.pairwise(bounds)]
     assert asyncio.run(_send_in_pieces(pieces)) == EXPECTED
-
-
-async def test_answered_hears_of_answers_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http_server, "TELL_DELAY_SECONDS", 3600.0)  # only a full batch, or the stop, tells
-    handler = Recorder()
-    count = http_server.TELL_BATCH + 6
-    async with running(handler) as (_, port):
-        reader, writer = await connect(port)
-        writer.write(b"".join(post(f"/now/{index}") for index in range(count)))
-        for _ in range(count):
-            await read_response(reader)
-        assert [path for path, _ in handler.told] == [f"/now/{index}" for index in range(http_server.TELL_BATCH)]
-        writer.close()
-    assert len(handler.told) == count  # the rest when the server stopped
 
 
 _HEADER_NAMES = st.sampled_from([*http_server.NOTED_HEADERS, b"accept", b"x-other", b"cookie"])

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, encode_response
 from edgeplane.edge.router import EdgeRouter
 
 
 async def answer_through(router: EdgeRouter, request: EdgeRequest) -> EdgeResponse:
-    """The router's answer to ``request`` (awaited when it is not at hand), committed as before the write and then
-    ``answered`` as after it."""
+    """The router's answer to ``request`` (awaited when it is not at hand), committed as before the write."""
     answer = router.handle(request)
     response = answer if isinstance(answer, EdgeResponse) else await answer
     _send(router, request, response)
@@ -28,7 +25,5 @@ async def answer_request(router: EdgeRouter, request: EdgeRequest) -> EdgeRespon
 
 
 def _send(router: EdgeRouter, request: EdgeRequest, response: EdgeResponse) -> None:
-    """What ``HttpServer`` does around the write of an answer: ``commit_answer`` before, ``answered`` after."""
-    sent_bytes = len(encode_response(response, keep_alive=True, http_10=False))
-    router.commit_answer(request, response, sent_bytes)
-    router.answered([(request, response, sent_bytes, time.time_ns())])
+    """What ``HttpServer`` does before the write of an answer: ``commit_answer``."""
+    router.commit_answer(request, response, len(encode_response(response, keep_alive=True, http_10=False)))

@@ -7,7 +7,9 @@ decides when the connection closes; it has no socket, no event loop and no idea 
 ``Step`` each call returns, asking ``next_step`` for the next one until it is ``Step.WAIT``. The one decision it
 leaves to the application is made on a request's head (``answer_head``, called as soon as a head is read, so that a
 request refused on its head is answered without its body being buffered), and the answers to what it refuses are
-worded by the application too (``refusal_answer``, given a ``Refusal``).
+worded by the application too (``refusal_answer``, given a ``Refusal``). An answer it decided and will never write,
+because the connection closed or was lost first (a refusal, or an answer from the head, waiting its turn), is handed
+to the owner's ``drop_answer`` with its request, once.
 
 What it does: HTTP/1.0 and 1.1, keep-alive (HTTP/1.0 only when asked for), ``Connection: close`` both ways; pipelined
 requests answered in order (reading pauses while answers wait; more than ``MAX_PIPELINED`` waiting are answered 429
@@ -200,9 +202,10 @@ _Waiting = tuple[EdgeRequest | None, EdgeResponse | None, bool]
 class HttpConnection:
     """One client connection's HTTP/1.1 state: see the module docstring. ``answer_head`` is the application's decision
     on a request's head (an answer, or None to read the body and hand the request over); ``refusal_answer`` words
-    the answer to a ``Refusal`` (of a request, or of bytes that were none); ``clock`` is the time ``check_time`` is
-    given (the event loop's); ``client`` and ``local`` the connection's addresses, for its requests; ``can_linger``
-    whether the transport can shut writing down alone (else a connection that would linger closes)."""
+    the answer to a ``Refusal`` (of a request, or of bytes that were none); ``drop_answer`` is told of each answer to
+    a request that was decided and will never be written (see the module docstring); ``clock`` is the time
+    ``check_time`` is given (the event loop's); ``client`` and ``local`` the connection's addresses, for its requests;
+    ``can_linger`` whether the transport can shut writing down alone (else a connection that would linger closes)."""
 
     __slots__ = (
         "_answer_head",
@@ -211,6 +214,7 @@ class HttpConnection:
         "_client",
         "_clock",
         "_continue_due",
+        "_drop_answer",
         "_early",
         "_fed",
         "_head_received",
@@ -241,6 +245,7 @@ class HttpConnection:
         limits: HttpLimits,
         answer_head: Callable[[EdgeRequest], EdgeResponse | None],
         refusal_answer: Callable[[Refusal, EdgeRequest | None], EdgeResponse],
+        drop_answer: Callable[[EdgeRequest, EdgeResponse], None],
         clock: Callable[[], float],
         client: tuple[str, int] | None,
         local: tuple[str, int] | None,
@@ -250,6 +255,7 @@ class HttpConnection:
         self._limits = limits
         self._answer_head = answer_head
         self._refusal_answer = refusal_answer
+        self._drop_answer = drop_answer
         self._clock = clock
         self._client = client
         self._local = local
@@ -356,10 +362,12 @@ class HttpConnection:
         return _WAIT
 
     def lose(self) -> None:
-        """The transport is gone: nothing more is read or written (``respond`` drops an answer made after)."""
+        """The transport is gone: nothing more is read or written (``respond`` drops an answer made after, and the
+        answers decided and not written are dropped now: ``drop_answer``)."""
+        self._drop_decided()
         self.output = _LOST
         self.input = _DONE
-        self._queue.clear()
+        self.answering = self.decided = None
         self._continue_due = False
 
     def check_time(self, now: float, buffered: int) -> Step:
@@ -479,8 +487,8 @@ class HttpConnection:
         state = self.input
         queue = self._queue
         may_be_sending = state is _HEAD or state is _BODY or state is _DISCARDING or bool(queue)
-        queue.clear()
-        self.answering = self.decided = self._request = None
+        self._drop_decided()
+        self.answering = self.decided = None
         self._continue_due = False
         if state is _EOF or not may_be_sending or not self._can_linger:
             if state is not _EOF:
@@ -493,6 +501,24 @@ class HttpConnection:
         self.output = _LINGERING
         self._linger_since = self._clock()
         return _LINGER
+
+    def _drop_decided(self) -> None:
+        """Hands ``drop_answer`` every answer decided to a request and not written, and forgets the requests waiting:
+        the answer owed now when decided, the queued ones (refusals, answers from the head), and that of the request
+        whose body is being read and discarded."""
+        drop = self._drop_answer
+        if self.output is _TO_ANSWER and self.answering is not None and self.decided is not None:
+            drop(self.answering, self.decided)
+            self.answering = self.decided = None
+        queue = self._queue
+        while queue:
+            request, answer, _ = queue.popleft()
+            if request is not None and answer is not None:
+                drop(request, answer)
+        request, answer = self._request, self._early
+        self._request = self._early = None
+        if request is not None and answer is not None:
+            drop(request, answer)
 
     # -- httptools' callbacks ------------------------------------------------------------------------------------------
 

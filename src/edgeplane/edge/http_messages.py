@@ -54,7 +54,7 @@ class EdgeRequest:
     content_length: int = 0
     body: bytes = b""
     raw_path: str = ""  # as sent (percent-encoded), without the query string: what routes and what the WAF inspects
-    context: object = None  # the handler's own, from ``answer_head`` to ``answered``
+    context: object = None  # the handler's own, from ``answer_head`` to ``commit_answer``
     # The first value of each of ``NOTED_HEADERS`` (None when absent), at its index there. The server puts the
     # host of an absolute-form target (``POST http://host/path``) in place of the Host header's (RFC 9112, 3.2.2).
     noted: list[bytes | None] = field(init=False, repr=False, compare=False)
@@ -100,8 +100,8 @@ class EdgeResponse:
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
-# An answer as the server tells the handler of it, once written: the request, the response, the bytes written (head
-# and body) and when (Unix nanoseconds). A plain tuple: the server makes one per request.
+# An answer as the request log's ``emit`` takes it (scripts and tests): the request, the response, the bytes written
+# (head and body) and when (Unix nanoseconds).
 Answer = tuple[EdgeRequest, EdgeResponse, int, int]
 
 _status_lines: dict[int, bytes] = {}

@@ -23,27 +23,16 @@ The handler is asked twice per request: ``answer_head`` with the head only, when
 refused on their head (wrong host, method or content type) are answered without reading or buffering their body; then
 ``handle`` with the whole body, on the loop's next turn. ``handle`` gives the answer itself when it has it at hand (a
 refusal, an answer from the gateway's cache), which is written at once, without a task; otherwise it gives an awaitable,
-which runs as the connection's one task. Just before an answer is handed to the socket the handler's ``commit_answer``
-is called with it and its encoded size: what must outlive the process before the client can see the answer (the
-request's log record, ``edgeplane.edge.request_log``) is done there. Once written, every answer to a request whose head
-was read is handed to the handler's ``answered``, in batches: when ``TELL_BATCH`` answers wait, or
-``TELL_DELAY_SECONDS`` after the first of them. Work the client need not wait for is done there.
+which runs as the connection's one task. Every request whose head was read reaches the handler's ``commit_answer`` once,
+with its answer, just before the answer is handed to the socket (with 0 bytes when the answer is dropped, the
+connection gone first): what must outlive the process before the client can see the answer (the request's log record,
+``edgeplane.edge.request_log``) is done there.
 
 Why the next turn: the requests read in one turn of the loop are then handled together and their answers written
 together (uvloop writes what was queued at the end of each turn), so each turn of the loop, with its ``epoll_wait``,
 serves more requests. Paired on one CPU at concurrency 16 against the previous server (a task per request), CPU per
 request fell by about an eighth; handling each request as soon as it was read, with no task, cost more than the task
 did, because each turn then served fewer requests.
-
-A full batch is told on the loop's next turn rather than at once: the answers written in a turn leave at its end
-(uvloop's queued writes), so work done in the middle of a turn holds back every answer of that turn (paired at
-concurrency 16, telling on the next turn cost less CPU per request and lowered the p50 by a few percent).
-
-Why batches of answers: work done after each answer, even after the write, shows in the latency of the requests that
-follow (it runs while the client sends its next request, and it takes the processor's caches from the request path);
-in batches (of 64, or 50 ms) it costs the requests far less, and under load a batch fills within a few milliseconds,
-while its requests are still in the caches. (The request log, for which this was built, now does its work in
-``commit_answer``; the router's ``answered`` has nothing left to do.)
 
 Every answer the server makes itself (each ``Refusal`` of the connection's), and the 500 that replaces a handler's
 exception, is a JSON-RPC error object with ``id: null``, since JSON-RPC is what this edge speaks.
@@ -58,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import resource
 import socket
-import time
 from collections.abc import Awaitable
 from typing import Protocol, TypeVar, cast
 
@@ -107,9 +95,6 @@ __all__ = [
     "NOTED_HEADERS",
     "REFERER",
     "REQUESTED_WITH",
-    "TELL_AT_ONCE_BYTES",
-    "TELL_BATCH",
-    "TELL_DELAY_SECONDS",
     "TRANSFER_ENCODING",
     "USER_AGENT",
     "Answer",
@@ -130,10 +115,6 @@ DEFAULT_GRACE_SECONDS = 5.0  # how long a shutdown waits for requests in flight
 DEFAULT_MAX_HEAD_BYTES = 64 * 1024  # request line and headers
 DEFAULT_MAX_HEADERS = 100  # header lines in a request (Apache's LimitRequestFields)
 DEFAULT_MAX_CONNECTIONS = 10_000  # open client connections; see ``connection_limit``
-# The handler hears of written answers (``answered``) in batches: this many, or this long after the first of them.
-TELL_BATCH = 64
-TELL_DELAY_SECONDS = 0.05
-TELL_AT_ONCE_BYTES = 256 * 1024  # an answer this large is told on the next turn, with the batch it joins
 
 
 class EdgeHandler(Protocol):
@@ -147,16 +128,11 @@ class EdgeHandler(Protocol):
         hand, else an awaitable of it."""
 
     def commit_answer(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
-        """Called just before an answer to a request whose head was read is handed to the socket, ``sent_bytes``
-        of head and body (and with 0 for an answer dropped because the client went away first): what must outlive
-        the process before the client can see the answer (the request's log record) is done here. Runs on the
-        request's path: it must be quick and make no system call."""
-
-    def answered(self, answers: list[Answer]) -> None:
-        """Called after the writes with a batch of the answers to requests whose head was read (the handler's own,
-        and the server's refusals), in the order written: each as ``(request, response, sent_bytes, written_ns)``,
-        ``sent_bytes`` of head and body written at ``written_ns`` (Unix nanoseconds; 0 bytes: dropped, the client
-        went away first). The requests' bodies are gone by then. The list is the handler's to keep."""
+        """Called once for each request whose head was read, just before its answer (the handler's own, or the
+        server's refusal) is handed to the socket, ``sent_bytes`` of head and body (and with 0 for an answer dropped
+        because the connection went away first): what must outlive the process before the client can see the answer
+        (the request's log record) is done here. Runs on the request's path: it must be quick and make no system
+        call."""
 
 
 def jsonrpc_error(
@@ -257,10 +233,6 @@ class HttpServer:
         self._connections: set[_HttpConnection] = set()
         self._stop: asyncio.Event | None = None
         self._all_closed: asyncio.Event | None = None
-        # answers written and not yet told (``_tell``): request, answer, bytes written, when
-        self._to_tell: list[Answer] = []
-        self._tell_timer: asyncio.Handle | None = None  # the batch's timer, or its call on the next turn
-        self._tell_soon = False  # whether that is the call on the next turn
 
     async def serve(self, sock: socket.socket) -> None:
         """Accepts connections on ``sock`` (bound and listening) until ``shutdown``; returns when they are all closed.
@@ -278,23 +250,20 @@ class HttpServer:
         try:
             await self._stop.wait()
         finally:
-            try:
-                server.close()
-                sweeper.cancel()
+            server.close()
+            sweeper.cancel()
+            for connection in list(self._connections):
+                connection.shut_down()
+            if self._connections:
+                self._all_closed.clear()
+                try:
+                    async with asyncio.timeout(self.grace_seconds):
+                        await self._all_closed.wait()
+                except TimeoutError:
+                    log.warning("requests still in flight at the end of the shutdown", count=len(self._connections))
                 for connection in list(self._connections):
-                    connection.shut_down()
-                if self._connections:
-                    self._all_closed.clear()
-                    try:
-                        async with asyncio.timeout(self.grace_seconds):
-                            await self._all_closed.wait()
-                    except TimeoutError:
-                        log.warning("requests still in flight at the end of the shutdown", count=len(self._connections))
-                    for connection in list(self._connections):
-                        connection.abort()
-                await server.wait_closed()
-            finally:
-                self._tell_all()  # the handler hears of every answer written before ``serve`` returns
+                    connection.abort()
+            await server.wait_closed()
 
     def protocol(self, loop: asyncio.AbstractEventLoop) -> asyncio.Protocol:
         """A new connection's protocol (``serve`` makes one per accepted connection): bytes in through
@@ -320,36 +289,6 @@ class HttpServer:
 
     def _add(self, connection: _HttpConnection) -> None:
         self._connections.add(connection)
-
-    def _tell(self, request: EdgeRequest, answer: EdgeResponse, sent_bytes: int) -> None:
-        """Tells the handler of an answer once it is written, in batches: once ``TELL_BATCH`` answers wait, or
-        ``TELL_DELAY_SECONDS`` after the first of them (see the module docstring)."""
-        request.body = b""  # not needed any more; a batch should not hold bodies
-        told = self._to_tell
-        told.append((request, answer, sent_bytes, time.time_ns()))
-        if len(told) >= TELL_BATCH or sent_bytes > TELL_AT_ONCE_BYTES:
-            # A batch holds a bounded number of answers, and no large one for long. It is told on the loop's next
-            # turn, once the answers of this one are written (see the module docstring).
-            if not self._tell_soon:
-                if self._tell_timer is not None:
-                    self._tell_timer.cancel()
-                self._tell_timer = asyncio.get_running_loop().call_soon(self._tell_all)
-                self._tell_soon = True
-        elif len(told) == 1:
-            self._tell_timer = asyncio.get_running_loop().call_later(TELL_DELAY_SECONDS, self._tell_all)
-
-    def _tell_all(self) -> None:
-        if self._tell_timer is not None:
-            self._tell_timer.cancel()
-            self._tell_timer = None
-        self._tell_soon = False
-        told, self._to_tell = self._to_tell, []
-        if not told:
-            return
-        try:
-            self.handler.answered(told)  # one call a batch: the handler's work per answer is a loop's, not a call's
-        except Exception:
-            log.exception("edge handler failed after answering", answers=len(told))
 
     def _forget(self, connection: _HttpConnection) -> None:
         self._connections.discard(connection)
@@ -393,6 +332,7 @@ class _HttpConnection(asyncio.Protocol):
             server.limits,
             self._handler.answer_head,
             server.refusal_answer,
+            self._commit_dropped,
             self._loop.time,
             _address(transport.get_extra_info("peername")),
             local if local is None else _LOCAL_ADDRESSES(local),
@@ -503,21 +443,28 @@ class _HttpConnection(asyncio.Protocol):
             self._advance(step)
 
     def _send(self, request: EdgeRequest | None, answer: EdgeResponse) -> None:
-        """Writes ``answer`` to ``request`` once the handler has committed it (``commit_answer``), and tells the
-        handler of it; an answer the connection drops (it closed first) is committed and told with 0 bytes."""
+        """Writes ``answer`` to ``request`` once the handler has committed it (``commit_answer``); an answer the
+        connection drops (it closed first) is committed with 0 bytes."""
         data = self._machine.respond(answer)
-        if request is None:  # a refusal of bytes that were no request: nothing to commit or tell
+        if request is None:  # a refusal of bytes that were no request: nothing to commit
             if data is not None:
                 self._transport.write(data)
             return
-        sent_bytes = 0 if data is None else len(data)
+        if data is None:
+            self._commit_dropped(request, answer)
+            return
         try:
-            self._handler.commit_answer(request, answer, sent_bytes)
+            self._handler.commit_answer(request, answer, len(data))
         except Exception:  # the answer goes out all the same
             log.exception("edge handler failed to commit an answer", path=request.path)
-        if data is not None:
-            self._transport.write(data)
-        self._server._tell(request, answer, sent_bytes)
+        self._transport.write(data)
+
+    def _commit_dropped(self, request: EdgeRequest, answer: EdgeResponse) -> None:
+        """Commits an answer that is never written (the connection closed or was lost first) with 0 bytes."""
+        try:
+            self._handler.commit_answer(request, answer, 0)
+        except Exception:
+            log.exception("edge handler failed to commit an answer", path=request.path)
 
     # -- closing ---------------------------------------------------------------------------------------------------
 

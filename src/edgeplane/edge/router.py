@@ -45,7 +45,7 @@ from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
-from edgeplane.edge.http_server import CONTENT_TYPE, HOST, Answer, EdgeRequest, EdgeResponse, jsonrpc_error
+from edgeplane.edge.http_server import CONTENT_TYPE, HOST, EdgeRequest, EdgeResponse, jsonrpc_error
 from edgeplane.edge.request_log import RequestLog, score_logging_zones
 from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.jsonrpc.envelope import encode
@@ -113,7 +113,7 @@ class EdgeRouter:
         return _with_ray(response, exchange.ray_id)
 
     def _exchange(self, request: EdgeRequest) -> Exchange:
-        """The request's exchange, made once: ``answer_head`` makes it, ``handle`` and ``answered`` reuse it."""
+        """The request's exchange, made once: ``answer_head`` makes it, ``handle`` reuses it."""
         exchange = request.context
         if not isinstance(exchange, Exchange):
             host, valid = _host(request)
@@ -192,9 +192,6 @@ class EdgeRouter:
             exchange.origin_status = answer.status
             exchange.origin_duration_ms = (time.time_ns() - exchange.started_ns) // 1_000_000
         return EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
-
-    def answered(self, answers: list[Answer]) -> None:
-        """Nothing to do once answers are written: their records were journalled before (``commit_answer``)."""
 
     def _start(self, request: EdgeRequest, started_ns: int) -> Exchange:
         """The request's exchange, started: its start time, a ray id, and the client's country and ASN."""
