@@ -200,22 +200,13 @@ class RequestLog:
         end = journal.end
         if number is not None and exchange.verdict is ALLOWED and end + _ROW_SIZE <= self._limit:
             ray = exchange.ray_id.encode()
-            origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
             try:
                 _ROW_FRAME.pack_into(
                     journal.mapping,  # type: ignore[arg-type]  # not None: ``limit`` is 0 without a mapping
                     end,
                     _ROW_LENGTH,
                     ROW,
-                    client[1] if client else 0,
-                    request.content_length,
-                    response.status,
-                    len(response.body),
-                    sent_bytes,
-                    exchange.started_ns,
-                    written_ns,
-                    -1 if origin_status is None else origin_status,
-                    -1 if origin_duration_ms is None else origin_duration_ms,
+                    *numbers_of((request, response, sent_bytes, written_ns), exchange),
                     ray,
                     number,
                     COMMIT_MARK,
@@ -346,8 +337,8 @@ class RequestLog:
 
 
 def numbers_of(answer: Answer, exchange: Exchange) -> tuple[int, ...]:
-    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS`` (``commit`` packs the same values on its hot
-    path)."""
+    """The numbers of an answer's row, in the order of ``NUMBER_COLUMNS`` (what ``commit_in_python`` packs, and the
+    C writer reads for itself)."""
     request, response, sent_bytes, written_ns = answer
     origin_status, origin_duration_ms = exchange.origin_status, exchange.origin_duration_ms
     return (
