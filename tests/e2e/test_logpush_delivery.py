@@ -68,11 +68,7 @@ def test_filtered_requests_reach_the_destination(service: EdgeplaneProcess) -> N
             if response.status_code == 403:
                 ray_ids.add(response.headers["cf-ray"].split("-")[0])
     assert len(ray_ids) == 1000
-    deadline = time.monotonic() + 60
-    lines: list[dict[str, Any]] = []
-    while time.monotonic() < deadline and len(lines) < 1000:
-        time.sleep(0.5)
-        lines = lines_in(out)
+    lines = wait_for_lines(out, 1000)
     # The 1000 records fill one batch, which goes at once (a batch that is not full waits for the job's interval,
     # 30 s at least: tests/logs/test_delivery_batches.py).
     assert len(lines) == 1000
@@ -129,11 +125,7 @@ def test_the_json_rpc_fields_reach_the_destination_and_filter_it(service: Edgepl
             codes.add(response.json()[0]["error"]["code"])
     assert len(ray_ids) == 1000
     (code,) = codes
-    deadline = time.monotonic() + 60
-    lines: list[dict[str, Any]] = []
-    while time.monotonic() < deadline and len(lines) < 1000:
-        time.sleep(0.5)
-        lines = lines_in(out)
+    lines = wait_for_lines(out, 1000)
     assert len(lines) == 1000
     assert {line["RayID"] for line in lines} == ray_ids
     expected = {
