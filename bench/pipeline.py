@@ -37,7 +37,13 @@ the two processes are started afresh N times, each pair measured for ``--emissio
 are the medians over the pairs: the rounds of one pair agree with each other far better than pairs do (where the
 processes' memory lands, their hash seeds), so more rounds alone do not narrow the spread between runs.
 
-Targets (issue 5): at least 500,000 records per second per core through delivery; under 5 % added gateway latency.
+Targets (issue 5): at least 500,000 records per second per core through delivery; under 5 % added gateway latency,
+read on the p50, except at concurrency 1 with ``--paired``, where it is read on the mean. There the two processes
+share one CPU with one request each in flight: a request either finds the CPU free or waits for the other process's
+request, so the latencies fall in two modes about 100 us apart (on this machine near 140 and 240 us), with the p50
+in the sparse valley between them. A shift of a few percent in how often requests wait moves that p50 by 5 to 10 %
+while each mode moves by 1 to 3 us; the mean (at one request in flight, the inverse of the throughput) weighs both
+modes as they come and moves with what a request costs. The p50 is still printed.
 
 Usage: ``.venv/bin/python bench/pipeline.py [--records 1000000] [--rounds 3] [--pairs 8] [--json]``
 """
@@ -98,6 +104,7 @@ from edgeplane.logs.record_format import GZIP_LIBRARY, gzip_batch  # noqa: E402
 # Targets from the issue.
 TARGET_RECORDS_PER_CORE_SECOND = 500_000
 TARGET_ADDED_LATENCY_PERCENT = 5.0
+BIMODAL_CONCURRENCY = "1"  # paired, its latencies fall in two modes: the target is read on the mean (module docstring)
 EMISSION_CONCURRENCIES = (1, 16)
 
 DATASET = "http_requests"
@@ -734,7 +741,11 @@ def measure_emission(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         stored_off = SegmentedLogStore(off_dir, writable=False).end_position(DATASET) if off_dir.exists() else 0
         if stored == 0 or stored_off != 0:
             raise RuntimeError(f"records stored: {stored} with logs on, {stored_off} with logs off")
-    return {"concurrency": by_concurrency, "records_stored": {"logs-on": stored, "logs-off": stored_off}}
+    return {
+        "concurrency": by_concurrency,
+        "paired": args.paired,
+        "records_stored": {"logs-on": stored, "logs-off": stored_off},
+    }
 
 
 def _cpu_per_request(summary: Any, name: str) -> float | None:
@@ -920,17 +931,25 @@ def report_emission(document: dict[str, Any]) -> dict[str, Any]:
             f" mean {row['added_mean_percent']:+.1f} %, throughput ratio {row['throughput_ratio']:.3f}"
             + ("" if added_cpu is None else f", CPU {added_cpu:+.1f} us/request")
         )
-        added = row["added_p50_percent"]
-        verdicts[concurrency] = {"limit": TARGET_ADDED_LATENCY_PERCENT, "value": added, "met": added < 5.0}
+        verdicts[concurrency] = _verdict(row, concurrency, paired=document["pairs"][0].get("paired", False))
     _print_verdicts(verdicts)
     return verdicts
 
 
+def _verdict(row: dict[str, Any], concurrency: str, *, paired: bool) -> dict[str, Any]:
+    """The target's verdict on one concurrency's added figures: on the p50, or on the mean where the paired
+    latencies fall in two modes (module docstring)."""
+    statistic = "mean" if paired and concurrency == BIMODAL_CONCURRENCY else "p50"
+    added = row[f"added_{statistic}_percent"]
+    return {"limit": TARGET_ADDED_LATENCY_PERCENT, "statistic": statistic, "value": added, "met": added < 5.0}
+
+
 def _print_verdicts(verdicts: dict[str, Any]) -> None:
     for concurrency, verdict in verdicts.items():
+        outcome = "MET" if verdict["met"] else "NOT MET"
         print(
-            f"target: added p50 latency at concurrency {concurrency} < {TARGET_ADDED_LATENCY_PERCENT:g} %:"
-            f" {verdict['value']:+.1f} % -> {'MET' if verdict['met'] else 'NOT MET'}"
+            f"target: added {verdict['statistic']} latency at concurrency {concurrency}"
+            f" < {TARGET_ADDED_LATENCY_PERCENT:g} %: {verdict['value']:+.1f} % -> {outcome}"
         )
 
 
@@ -955,8 +974,7 @@ def _report_emission_pair(document: dict[str, Any], *, verdicts: bool = True) ->
             f" throughput ratio {row['throughput_ratio']:.3f}"
             + ("" if added_cpu is None else f", CPU {added_cpu:+.1f} us/request")
         )
-        added = row["added_p50_percent"]
-        found[concurrency] = {"limit": TARGET_ADDED_LATENCY_PERCENT, "value": added, "met": added < 5.0}
+        found[concurrency] = _verdict(row, concurrency, paired=document.get("paired", False))
     stored = document["records_stored"]
     print(f"  records in the log store: {stored['logs-on']:,} (logs on), {stored['logs-off']:,} (logs off)")
     if verdicts:
