@@ -86,7 +86,8 @@ import orjson  # noqa: E402 - after the path set-up
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from edgeplane.configuration.snapshot import ConfigSnapshot, ZoneRoute  # noqa: E402
+from edgeplane.configuration.logpush_jobs import LogpushJobDefinition  # noqa: E402
+from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute  # noqa: E402
 from edgeplane.logs.delivery import JobDelivery, JobPlan, plan_job  # noqa: E402
 from edgeplane.logs.destination_conf import parse_destination_conf  # noqa: E402
 from edgeplane.logs.destinations import Destination, DestinationPolicy, open_destination  # noqa: E402
@@ -278,27 +279,27 @@ def _append(store: SegmentedLogStore, chunk: list[dict[str, Any]]) -> None:
 # -- jobs ----------------------------------------------------------------------------------------------------------
 
 
-def snapshot() -> ConfigSnapshot:
+def snapshot() -> DeliverySnapshot:
     zones = {zone_id: ZoneRoute(zone_id, name, ACCOUNT_ID, "free") for zone_id, name, _hosts, _weight in ZONES}
-    return ConfigSnapshot(version=1, zones=zones)
+    return DeliverySnapshot(version=1, zones=zones)
 
 
-def job(job_id: int, destination_conf: str, *, filtered: bool, interval: float) -> dict[str, Any]:
-    """A Logpush job as the snapshot holds it: account-wide (every zone of the records), ndjson."""
-    return {
-        "id": job_id,
-        "zone_id": None,
-        "account_id": ACCOUNT_ID,
-        "dataset": DATASET,
-        "enabled": True,
-        "destination_conf": destination_conf,
-        "filter": json.dumps(FILTER) if filtered else None,
-        "output_options": {"field_names": FIELDS} if filtered else None,
-        "logpull_options": None,
-        "max_upload_bytes": None,
-        "max_upload_records": MAX_UPLOAD_RECORDS,
-        "max_upload_interval_seconds": interval,
-    }
+def job(job_id: int, destination_conf: str, *, filtered: bool, interval: float) -> LogpushJobDefinition:
+    """A Logpush job as the delivery snapshot holds it: account-wide (every zone of the records), ndjson."""
+    return LogpushJobDefinition(
+        id=job_id,
+        zone_id=None,
+        account_id=ACCOUNT_ID,
+        dataset=DATASET,
+        enabled=True,
+        destination_conf=destination_conf,
+        filter=json.dumps(FILTER) if filtered else None,
+        output_options={"field_names": FIELDS} if filtered else None,
+        logpull_options=None,
+        max_upload_bytes=0,
+        max_upload_records=MAX_UPLOAD_RECORDS,
+        max_upload_interval_seconds=interval,  # type: ignore[arg-type]  # sub-second here; the API stores seconds
+    )
 
 
 def s3_conf(seaweed: Any, prefix: str) -> str:

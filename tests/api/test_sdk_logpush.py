@@ -11,7 +11,7 @@ import cloudflare
 import pytest
 from cloudflare import Cloudflare
 
-from edgeplane.configuration.snapshot import read_snapshot
+from edgeplane.configuration.snapshot import read_delivery_snapshot
 from edgeplane.logs.delivery import plan_job
 from edgeplane.logs.record_columns import decode_block, encode_rows
 from edgeplane.store.database import Database
@@ -42,8 +42,8 @@ def owned_destination(
 
 def pushed_lines(database: Database, job_id: int) -> tuple[list[bytes], list[bytes]]:
     """What delivery writes for ``RECORD`` under the stored job: per record, and a block of columns at a time."""
-    snapshot = read_snapshot(database, firewalls=False)
-    job = next(job for job in snapshot.logpush_jobs if job["id"] == job_id)
+    snapshot = read_delivery_snapshot(database)
+    job = next(job for job in snapshot.logpush_jobs if job.id == job_id)
     plan = plan_job(job, snapshot)
     per_record = [plan.formatter.encode(RECORD)]
     assert plan.encode_columns is not None

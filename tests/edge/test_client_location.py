@@ -26,7 +26,7 @@ from netaddr import IPSet
 from pydantic import ValidationError
 
 from edgeplane.config import LogSettings
-from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
+from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.client_location import ClientDatabaseError, ClientLocation, ClientLocator, LocationDatabase
 from edgeplane.edge.http_server import EdgeRequest
 from edgeplane.edge.router import EdgeRouter
@@ -327,7 +327,7 @@ def json_request(client_ip: str) -> EdgeRequest:
 def routed(locator: ClientLocator, expression: str) -> tuple[EdgeRouter, JournalledStore]:
     rule = {"action": "block", "expression": expression, "enabled": True}
     firewall = compile_firewall({"http_request_firewall_custom": [rule]})
-    snapshot = ConfigSnapshot(web3_hostnames={"localhost": ZONE}, firewalls={ZONE.zone_id: firewall})
+    snapshot = EdgeSnapshot(web3_hostnames={"localhost": ZONE}, firewalls={ZONE.zone_id: firewall})
     store = JournalledStore()
     router = EdgeRouter(FakeGateway(), SnapshotHolder(snapshot), store.log(), locator)  # type: ignore[arg-type]
     return router, store

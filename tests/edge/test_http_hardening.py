@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
+from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import HOST, EdgeRequest, EdgeResponse, HttpServer
 from edgeplane.edge.request_log import RequestLog
@@ -194,7 +194,7 @@ class WatchedRouter(EdgeRouter):
 
 def edge_server(request_log: RequestLog | None = None, **limits: int) -> tuple[HttpServer, StandInGateway]:
     gateway = StandInGateway()
-    snapshot = ConfigSnapshot(
+    snapshot = EdgeSnapshot(
         web3_hostnames=dict.fromkeys(HOSTS, ZONE),
         firewalls={ZONE.zone_id: compile_firewall({"http_request_firewall_managed": [PATH_WATCH, GUARD]})},
     )

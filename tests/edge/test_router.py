@@ -14,7 +14,7 @@ import socket
 import pytest
 
 from edgeplane.config import GatewaySettings, UpstreamSettings
-from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
+from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.http_server import HttpServer
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.policy import load_method_policy
@@ -67,7 +67,7 @@ async def test_router_checks(
     gateway = Gateway(load_method_policy(), {"mainnet": UpstreamPool("mainnet", [node], settings)}, settings)
     server = HttpServer(
         EdgeRouter(
-            gateway, SnapshotHolder(ConfigSnapshot(web3_hostnames={host: ZONE for host in ("localhost", "127.0.0.1")}))
+            gateway, SnapshotHolder(EdgeSnapshot(web3_hostnames={host: ZONE for host in ("localhost", "127.0.0.1")}))
         ),
         max_body_bytes=MAX_BODY,
     )

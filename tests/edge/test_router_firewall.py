@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder, ZoneRoute
+from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.http_server import EdgeRequest
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
@@ -47,7 +47,7 @@ def edge_request(body: bytes, query: bytes = b"", user_agent: bytes = b"web3.py/
 
 def router(rules: list[dict[str, Any]], *, logged: bool = True) -> tuple[EdgeRouter, FakeGateway, JournalledStore]:
     firewall = compile_firewall({"http_request_firewall_managed": rules})
-    snapshot = ConfigSnapshot(web3_hostnames={HOST: ZONE}, firewalls={ZONE.zone_id: firewall})
+    snapshot = EdgeSnapshot(web3_hostnames={HOST: ZONE}, firewalls={ZONE.zone_id: firewall})
     gateway = FakeGateway()
     store = JournalledStore()
     request_log = store.log() if logged else None

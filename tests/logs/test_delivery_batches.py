@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from edgeplane.configuration.snapshot import ConfigSnapshot, ZoneRoute
+from edgeplane.configuration.logpush_jobs import LogpushJobDefinition
+from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute
 from edgeplane.logs.delivery import JobDelivery, plan_job
 from edgeplane.logs.destinations import DestinationUnavailable
 from edgeplane.logs.log_store import ColumnBatch, SegmentedLogStore
 
 HTTP = "http_requests"
 JOB_ID = 7
-SNAPSHOT = ConfigSnapshot(version=1, zones={"z1": ZoneRoute("z1", "example.com", "acct", "free")})
+SNAPSHOT = DeliverySnapshot(version=1, zones={"z1": ZoneRoute("z1", "example.com", "acct", "free")})
 
 
 class RecordingDestination:
@@ -98,19 +99,19 @@ async def deliver_until(delivery: JobDelivery, done: Callable[[], bool], seconds
             await task
 
 
-def job(max_records: int, interval: float) -> dict[str, Any]:
+def job(max_records: int, interval: float) -> LogpushJobDefinition:
     # The API keeps max_upload_interval_seconds within 30..300; the plan takes any number.
-    return {
-        "id": JOB_ID,
-        "dataset": HTTP,
-        "account_id": "acct",
-        "zone_id": "z1",
-        "filter": None,
-        "output_options": {"field_names": ["RayID"]},
-        "destination_conf": "file:///tmp/unused",
-        "max_upload_records": max_records,
-        "max_upload_interval_seconds": interval,
-    }
+    return LogpushJobDefinition(
+        id=JOB_ID,
+        dataset=HTTP,
+        account_id="acct",
+        zone_id="z1",
+        filter=None,
+        output_options={"field_names": ["RayID"]},
+        destination_conf="file:///tmp/unused",
+        max_upload_records=max_records,
+        max_upload_interval_seconds=interval,  # type: ignore[arg-type]
+    )
 
 
 async def test_full_batches_go_at_once_and_the_rest_waits(tmp_path: Path) -> None:

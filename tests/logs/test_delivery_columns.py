@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from edgeplane.configuration.snapshot import ConfigSnapshot, ZoneRoute
+from edgeplane.configuration.logpush_jobs import LogpushJobDefinition
+from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute
 from edgeplane.logs.delivery import Batch, JobDelivery, plan_job
 from edgeplane.logs.log_store import SegmentedLogStore
 
@@ -36,22 +37,24 @@ def records(count: int, seed: int) -> list[dict[str, Any]]:
     return found
 
 
-def job(**members: Any) -> dict[str, Any]:
-    return {
-        "id": 7,
-        "dataset": HTTP,
-        "account_id": "acct",
-        "zone_id": None,
-        "filter": None,
-        "output_options": None,
-        "destination_conf": "file:///tmp/unused",
-        "max_upload_records": 1_000_000,
-        **members,
-    }
+def job(**members: Any) -> LogpushJobDefinition:
+    return LogpushJobDefinition(
+        **{
+            "id": 7,
+            "dataset": HTTP,
+            "account_id": "acct",
+            "zone_id": None,
+            "filter": None,
+            "output_options": None,
+            "destination_conf": "file:///tmp/unused",
+            "max_upload_records": 1_000_000,
+            **members,
+        }
+    )
 
 
 def delivered(directory: Path, job_members: dict[str, Any]) -> list[bytes]:
-    plan = plan_job(job(**job_members), ConfigSnapshot(version=1, zones=ZONES))
+    plan = plan_job(job(**job_members), DeliverySnapshot(version=1, zones=ZONES))
     with SegmentedLogStore(directory, writable=False) as store:
         delivery = JobDelivery(plan, [store], destination=None, status=None)  # type: ignore[arg-type]
         batch = Batch(positions={0: 0})
@@ -62,7 +65,7 @@ def delivered(directory: Path, job_members: dict[str, Any]) -> list[bytes]:
 
 
 def expected(source: list[dict[str, Any]], job_members: dict[str, Any]) -> list[bytes]:
-    plan = plan_job(job(**job_members), ConfigSnapshot(version=1, zones=ZONES))
+    plan = plan_job(job(**job_members), DeliverySnapshot(version=1, zones=ZONES))
     decoded = [orjson.loads(orjson.dumps(record)) for record in source]
     return [plan.formatter.encode(record) for record in decoded if plan.keep(record)]
 

@@ -9,15 +9,18 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import edgeplane.configuration.snapshot as snapshot_module
 import edgeplane.propagation.follower as follower_module
 from edgeplane.api.endpoint import bump_config_version
 from edgeplane.bootstrap import ensure_bootstrap
-from edgeplane.configuration.snapshot import SnapshotHolder, read_snapshot
+from edgeplane.configuration.snapshot import SnapshotHolder, read_delivery_snapshot
+from edgeplane.edge.runtime import read_worker_snapshot
 from edgeplane.propagation.channel import Applied, Hello, Role, bind_channel, channel_path, encode
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.propagation.hub import PropagationHub
@@ -43,7 +46,12 @@ def postgres() -> Iterator[PostgresServer]:
 def _bump(database: Database) -> int:
     with database.session() as session:
         bump_config_version(session)
-    return read_snapshot(database, firewalls=False).version
+    return read_delivery_snapshot(database).version
+
+
+def _reader(role: Role) -> Callable[[Database], Any]:
+    """What a process of ``role`` reads: an edge worker's snapshot or the delivery process's."""
+    return read_worker_snapshot if role == "edge" else read_delivery_snapshot
 
 
 @contextlib.asynccontextmanager
@@ -60,8 +68,9 @@ async def _hub(database: Database, tmp_path: Path, bound: float = 2.0) -> AsyncI
 async def _following(
     database: Database, channel: Path | None, role: Role = "edge", worker: int | None = 0
 ) -> AsyncIterator[SnapshotHolder]:
-    snapshots = SnapshotHolder(read_snapshot(database, firewalls=False))
-    follower = ConfigurationFollower(database, snapshots, role=role, worker=worker, channel=channel, firewalls=False)
+    read = _reader(role)
+    snapshots = SnapshotHolder(read(database))
+    follower = ConfigurationFollower(database, snapshots, read=read, role=role, worker=worker, channel=channel)
     task = asyncio.create_task(follower.run())
     try:
         yield snapshots
@@ -141,13 +150,13 @@ async def test_a_silent_follower_is_waited_for_at_most_the_bound_and_again_once_
 
 async def test_a_follower_that_connects_late_catches_up(database: Database, tmp_path: Path) -> None:
     async with _hub(database, tmp_path) as hub:
-        snapshots = SnapshotHolder(read_snapshot(database, firewalls=False))  # read before the changes
+        snapshots = SnapshotHolder(read_worker_snapshot(database))  # read before the changes
         for _ in range(3):
             _bump(database)
             await hub.propagate_latest()
-        version = read_snapshot(database, firewalls=False).version
+        version = read_delivery_snapshot(database).version
         follower = ConfigurationFollower(
-            database, snapshots, role="edge", worker=0, channel=channel_path(tmp_path), firewalls=False
+            database, snapshots, read=read_worker_snapshot, role="edge", worker=0, channel=channel_path(tmp_path)
         )
         task = asyncio.create_task(follower.run())
         try:
@@ -222,21 +231,30 @@ def test_no_marker_without_a_database_file(url: str) -> None:
         database.close()
 
 
-async def test_a_follower_without_firewalls_has_the_rest(database: Database, tmp_path: Path) -> None:
-    """The bootstrap zone's hostnames run the default firewall deployment (``tests/waf/test_snapshot_firewall.py``):
-    read without firewalls, the snapshot routes them and compiles nothing."""
+async def test_the_delivery_follower_has_the_zones_and_compiles_no_firewall(
+    database: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bootstrap zone's hostnames run the default firewall deployment
+    (``tests/configuration/test_snapshot_firewall.py``): the delivery process's snapshots have the zone, and no
+    firewall is compiled for them, at the first read or after a change."""
     ensure_bootstrap(tmp_path, database)
     zone_id = json.loads((tmp_path / "credentials.json").read_text())["zone_id"]
-    async with _hub(database, tmp_path) as hub, _following(database, channel_path(tmp_path)) as snapshots:
+    compiled: list[object] = []
+    monkeypatch.setattr(snapshot_module, "cached_firewall", lambda *args, **kwargs: compiled.append(args))
+    async with (
+        _hub(database, tmp_path) as hub,
+        _following(database, channel_path(tmp_path), role="delivery", worker=None) as snapshots,
+    ):
         assert zone_id in snapshots.current.zones
-        assert {route.zone_id for route in snapshots.current.web3_hostnames.values()} == {zone_id}
-        assert snapshots.current.firewalls == {}
+        assert not hasattr(snapshots.current, "firewalls")
         await _until(lambda: len(hub.followers) == 1)
         version = _bump(database)
-        await hub.propagate_latest()
+        await hub.propagate_latest()  # announces it; the hub waits for edge workers only
+        await _until(lambda: snapshots.current.version == version)
         assert snapshots.current.version == version
         assert zone_id in snapshots.current.zones
-        assert snapshots.current.firewalls == {}
+        assert not hasattr(snapshots.current, "firewalls")
+    assert compiled == []
 
 
 async def test_postgresql_announces_a_version_to_a_follower_with_no_channel(

@@ -1,13 +1,22 @@
-"""The configuration snapshot: an immutable picture of what the data plane needs, built from the database when
-configuration changes and swapped in whole. The request path reads only the snapshot, never the database.
+"""The configuration snapshots: immutable pictures of what a process of the data plane needs, built from the database
+in one read when the configuration changes and swapped in whole. The request path reads only its snapshot, never the
+database.
+
+There is a view per consumer, because what each needs costs the other: ``EdgeSnapshot`` is the edge worker's (zones,
+web3 hostnames, each zone's compiled firewall, and which zones' attack scores a Logpush job logs) and carries no job
+definitions; ``DeliverySnapshot`` is the delivery process's (zones and the typed Logpush job definitions) and compiles
+no firewall, which for the OWASP Core Ruleset is seconds of CPU the delivery process would spend for nothing.
 
 Each zone served by a web3 hostname has its compiled firewall (``edgeplane.waf.firewall``): the account's and the
 zone's entrypoint rules of the custom and managed firewall phases, the account's custom rulesets they execute, and
 the previous WAF while it runs (``edgeplane.configuration.previous_waf``). Compiled firewalls are cached by their
 configuration, so a reload recompiles only the zones whose rules changed. A zone whose firewall cannot be built (the
-database refused a read) runs without one and the failure is logged: the rest of the configuration still reloads. A
-process that evaluates no firewall (the delivery process) reads snapshots without them: compiling the OWASP Core
-Ruleset is seconds of CPU.
+database refused a read) runs without one and the failure is logged: the rest of the configuration still reloads.
+
+The edge scores the requests of a zone when an enabled Logpush job logs their attack scores; the zones are found
+here, once per reload, from the job definitions and a test of each job that the edge worker gives (whether a job's
+output or filter names an attack score is ``edgeplane.logs.attack_score_jobs``'s to say: the logs package, which
+knows datasets and output options, sits above this one).
 
 How a process learns that the configuration changed is ``edgeplane.propagation``'s.
 """
@@ -16,18 +25,19 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 import structlog
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeplane.configuration.logpush_jobs import LogpushJobDefinition, read_logpush_jobs
 from edgeplane.configuration.previous_waf import previous_waf_rules
 from edgeplane.store.database import Database
-from edgeplane.store.models import ConfigVersion, LogpushJob, Web3Hostname, Zone
+from edgeplane.store.models import ConfigVersion, Web3Hostname, Zone
 from edgeplane.store.ruleset_models import account_custom_rulesets, find_entrypoint
 from edgeplane.waf.firewall import PHASES, Entrypoint, Firewall, compile_firewall
 
@@ -40,7 +50,7 @@ _firewalls: OrderedDict[bytes, Firewall] = OrderedDict()
 
 @dataclass(frozen=True, slots=True)
 class ZoneRoute:
-    """What the edge knows of a zone."""
+    """What the data plane knows of a zone."""
 
     zone_id: str
     zone_name: str
@@ -49,14 +59,16 @@ class ZoneRoute:
 
 
 @dataclass(frozen=True, slots=True)
-class ConfigSnapshot:
-    """The data plane's whole configuration at one version."""
+class EdgeSnapshot:
+    """The edge worker's configuration at one version: how a request's host finds its zone, the zone's firewall,
+    and whether its requests are scored for the logs (``attack_score_zones``). No job definitions: the edge reads
+    none."""
 
     version: int = 0
     zones: dict[str, ZoneRoute] = field(default_factory=dict)
     web3_hostnames: dict[str, ZoneRoute] = field(default_factory=dict)
-    logpush_jobs: tuple[dict[str, Any], ...] = ()
     firewalls: dict[str, Firewall] = field(default_factory=dict)
+    attack_score_zones: frozenset[str] = frozenset()  # the zones whose attack scores an enabled Logpush job logs
 
     def web3_zone(self, host: str) -> ZoneRoute | None:
         """The zone whose web3 gateway ``host`` serves, or None."""
@@ -67,47 +79,82 @@ class ConfigSnapshot:
         return self.firewalls.get(zone_id)
 
 
-def build_snapshot(session: Session, *, firewalls: bool = True) -> ConfigSnapshot:
-    """Reads the configuration the data plane needs; without ``firewalls``, the snapshot has none."""
-    version_row = session.get(ConfigVersion, 1)
-    zones = {zone.id: zone for zone in session.scalars(select(Zone)).all()}
-    hostnames: dict[str, ZoneRoute] = {}
-    for hostname in session.scalars(select(Web3Hostname).where(Web3Hostname.status == "active")).all():
-        zone = zones.get(hostname.zone_id)
-        if zone is None or zone.paused or hostname.target != "ethereum":
-            continue
-        hostnames[hostname.name] = ZoneRoute(zone.id, zone.name, zone.account_id, zone.plan)
-    jobs = tuple(
-        {
-            "id": job.id,
-            "zone_id": job.zone_id,
-            "account_id": job.account_id,
-            "dataset": job.dataset,
-            "enabled": job.enabled,
-            "destination_conf": job.destination_conf,
-            "filter": job.filter,
-            "output_options": job.output_options,
-            "logpull_options": job.logpull_options,
-            "max_upload_bytes": job.max_upload_bytes,
-            "max_upload_records": job.max_upload_records,
-            "max_upload_interval_seconds": job.max_upload_interval_seconds,
-        }
-        for job in session.scalars(select(LogpushJob).order_by(LogpushJob.id)).all()
-    )
-    routes = {zone.id: ZoneRoute(zone.id, zone.name, zone.account_id, zone.plan) for zone in zones.values()}
-    compiled: dict[str, Firewall] = {}
-    if firewalls:
+@dataclass(frozen=True, slots=True)
+class DeliverySnapshot:
+    """The delivery process's configuration at one version: the zones (a job's records are selected by their zone
+    names) and every Logpush job's definition, enabled or not. No firewall: delivery evaluates none."""
+
+    version: int = 0
+    zones: dict[str, ZoneRoute] = field(default_factory=dict)
+    logpush_jobs: tuple[LogpushJobDefinition, ...] = ()
+
+
+# Either snapshot, for what holds or follows one whatever its view.
+Snapshot = TypeVar("Snapshot", EdgeSnapshot, DeliverySnapshot)
+
+
+def read_edge_snapshot(
+    database: Database, *, logs_attack_scores: Callable[[LogpushJobDefinition], bool]
+) -> EdgeSnapshot:
+    """The edge worker's snapshot of the current configuration, its firewalls compiled (or taken from the cache).
+    ``logs_attack_scores`` says whether a job's records carry the attack scores (``attack_score_zones``)."""
+    with database.session() as session:
+        version = read_config_version(session)
+        rows = session.scalars(select(Zone)).all()
+        zones = _zone_routes(rows)
+        hostnames = _web3_hostnames(session, {row.id: zones[row.id] for row in rows if not row.paused})
+        scored = attack_score_zones(read_logpush_jobs(session), zones, logs_attack_scores)
+        compiled: dict[str, Firewall] = {}
         for route in {route.zone_id: route for route in hostnames.values()}.values():
             firewall = _zone_firewall(session, route)
             if firewall is not None and not firewall.empty:
                 compiled[route.zone_id] = firewall
-    return ConfigSnapshot(
-        version=version_row.version if version_row else 0,
-        zones=routes,
-        web3_hostnames=hostnames,
-        logpush_jobs=jobs,
-        firewalls=compiled,
-    )
+        return EdgeSnapshot(
+            version=version, zones=zones, web3_hostnames=hostnames, firewalls=compiled, attack_score_zones=scored
+        )
+
+
+def read_delivery_snapshot(database: Database) -> DeliverySnapshot:
+    """The delivery process's snapshot of the current configuration (no firewall is compiled)."""
+    with database.session() as session:
+        return DeliverySnapshot(
+            version=read_config_version(session),
+            zones=_zone_routes(session.scalars(select(Zone)).all()),
+            logpush_jobs=read_logpush_jobs(session),
+        )
+
+
+def attack_score_zones(
+    jobs: Sequence[LogpushJobDefinition],
+    zones: Mapping[str, ZoneRoute],
+    logs_attack_scores: Callable[[LogpushJobDefinition], bool],
+) -> frozenset[str]:
+    """The ids of the zones whose requests' attack scores an enabled job logs (``logs_attack_scores``): the job's
+    zone, or every zone of its account for an account's job. The edge scores every request of these zones that
+    reaches the firewall stage, firewall or not."""
+    found: set[str] = set()
+    for job in jobs:
+        if not job.enabled or not logs_attack_scores(job):
+            continue
+        if job.zone_id:
+            found.add(job.zone_id)
+        else:
+            found.update(zone.zone_id for zone in zones.values() if zone.account_id == job.account_id)
+    return frozenset(found)
+
+
+def _zone_routes(rows: Sequence[Zone]) -> dict[str, ZoneRoute]:
+    return {row.id: ZoneRoute(row.id, row.name, row.account_id, row.plan) for row in rows}
+
+
+def _web3_hostnames(session: Session, serving: Mapping[str, ZoneRoute]) -> dict[str, ZoneRoute]:
+    """The active Ethereum gateways' hostnames of the zones ``serving`` (those not paused), with their zone."""
+    hostnames: dict[str, ZoneRoute] = {}
+    for hostname in session.scalars(select(Web3Hostname).where(Web3Hostname.status == "active")).all():
+        route = serving.get(hostname.zone_id)
+        if route is not None and hostname.target == "ethereum":
+            hostnames[hostname.name] = route
+    return hostnames
 
 
 def _zone_firewall(session: Session, zone: ZoneRoute) -> Firewall | None:
@@ -163,13 +210,13 @@ def cached_firewall(
     return firewall
 
 
-class SnapshotHolder:
-    """Holds the current snapshot; ``current`` is a plain attribute read, safe from any thread."""
+class SnapshotHolder(Generic[Snapshot]):
+    """Holds a process's current snapshot; ``current`` is a plain attribute read, safe from any thread."""
 
-    def __init__(self, snapshot: ConfigSnapshot | None = None) -> None:
-        self.current = snapshot or ConfigSnapshot()
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.current: Snapshot = snapshot
 
-    def replace(self, snapshot: ConfigSnapshot) -> None:
+    def replace(self, snapshot: Snapshot) -> None:
         """Swaps in a new snapshot."""
         self.current = snapshot
 
@@ -178,9 +225,3 @@ def read_config_version(session: Session) -> int:
     """The configuration version (0 before the first change)."""
     row = session.get(ConfigVersion, 1)
     return row.version if row else 0
-
-
-def read_snapshot(database: Database, *, firewalls: bool = True) -> ConfigSnapshot:
-    """The current configuration snapshot; without ``firewalls``, it has none."""
-    with database.session() as session:
-        return build_snapshot(session, firewalls=firewalls)

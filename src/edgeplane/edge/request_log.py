@@ -8,7 +8,8 @@ scores, TLS details) are left out of the record and appear as the dataset's miss
 found for the client (``edgeplane.edge.client_location``: a trusted header or a MaxMind database). A request the
 firewall matched has its ``Security*`` fields set and one ``firewall_events`` record per match
 (``edgeplane.waf.events``), sharing its ``RayID``. The ``WAF*AttackScore`` fields are the request's attack scores when
-they were computed (a rule read them, or a Logpush job of the zone logs them: ``score_logging_zones``), else 100.
+they were computed (a rule read them, or a Logpush job of the zone logs them: the edge snapshot's
+``attack_score_zones``), else 100.
 
 **Accepted**: the edge's HTTP server calls the router's ``commit_answer`` (which is ``commit`` here) just before it
 hands an answer to the socket, and ``commit`` writes the request's records into the journal's shared mapping
@@ -41,7 +42,6 @@ from typing import Any, Final
 
 from prometheus_client import Counter
 
-from edgeplane.configuration.snapshot import ConfigSnapshot
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange
 from edgeplane.edge.http_server import (
     NOTED_HEADERS,
@@ -52,12 +52,8 @@ from edgeplane.edge.http_server import (
     EdgeRequest,
     EdgeResponse,
 )
-from edgeplane.logs.datasets import Dataset, load_dataset
-from edgeplane.logs.errors import LogsError
-from edgeplane.logs.output_options import parse_logpull_options, parse_output_options
 from edgeplane.logs.request_journal import COMMIT_MARK, ROW, SHAPE, WHOLE, RequestJournal
 from edgeplane.logs.request_rows import (
-    HTTP_REQUESTS,
     NUMBER_COLUMNS,
     ROW_FRAME,
     ROW_PAYLOAD,
@@ -352,38 +348,6 @@ def numbers_of(answer: Answer, exchange: Exchange) -> tuple[int, ...]:
         -1 if origin_status is None else origin_status,
         -1 if origin_duration_ms is None else origin_duration_ms,
     )
-
-
-def score_logging_zones(snapshot: ConfigSnapshot) -> frozenset[str]:
-    """The ids of the zones whose requests' attack scores an enabled ``http_requests`` Logpush job logs: its field
-    list names a ``WAF*AttackScore`` field or is empty (every field), or its filter names one. The edge scores every
-    request of these zones that reaches the firewall stage; a job that no longer validates counts for nothing."""
-    dataset = load_dataset(HTTP_REQUESTS)
-    zones: set[str] = set()
-    for job in snapshot.logpush_jobs:
-        if not job.get("enabled") or job.get("dataset") != HTTP_REQUESTS or not _logs_attack_scores(job, dataset):
-            continue
-        if job.get("zone_id"):
-            zones.add(job["zone_id"])
-        else:
-            zones.update(zone.zone_id for zone in snapshot.zones.values() if zone.account_id == job.get("account_id"))
-    return frozenset(zones)
-
-
-def _logs_attack_scores(job: dict[str, Any], dataset: Dataset) -> bool:
-    try:
-        if job.get("output_options") is not None:
-            fields = parse_output_options(job["output_options"], dataset).field_names
-        elif job.get("logpull_options"):
-            fields = parse_logpull_options(job["logpull_options"], dataset).fields
-        else:
-            fields = ()
-    except LogsError:
-        return False
-    if not fields or not set(fields).isdisjoint(ATTACK_SCORE_FIELDS):
-        return True
-    filter_text = str(job.get("filter") or "")
-    return any(name in filter_text for name in ATTACK_SCORE_FIELDS)
 
 
 def _events(request: EdgeRequest, response: EdgeResponse, exchange: Exchange) -> list[dict[str, Any]]:

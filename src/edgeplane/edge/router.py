@@ -21,9 +21,8 @@ the others their refusal. Requests for hosts that are no web3 hostname, or with 
 are refused at once. A blocked request is answered with the rule's custom response, or 403 and a JSON-RPC error
 object (code -32003, the request's ``id`` when the body is a JSON-RPC request, else null) whose ``data`` holds the
 ray id. The verdict goes into the request's log records: the ``Security*`` fields of ``http_requests`` and one
-``firewall_events`` record per match. When a Logpush job of the zone logs the attack scores
-(``edgeplane.edge.request_log.score_logging_zones``), the request is scored (with or without a firewall) and the
-scores go into its record.
+``firewall_events`` record per match. When a Logpush job of the zone logs the attack scores (the snapshot's
+``attack_score_zones``), the request is scored (with or without a firewall) and the scores go into its record.
 
 The client's country and ASN (``edgeplane.edge.client_location``) are found once per request, for the firewall's
 ``ip.src.country`` / ``ip.src.asnum`` and the log records' ``ClientCountry`` / ``ClientASN``.
@@ -42,11 +41,11 @@ from typing import Final
 import orjson
 
 from edgeplane.bounded_memo import BoundedMemo
-from edgeplane.configuration.snapshot import ConfigSnapshot, SnapshotHolder
+from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
 from edgeplane.edge.http_server import CONTENT_TYPE, HOST, EdgeRequest, EdgeResponse, jsonrpc_error
-from edgeplane.edge.request_log import RequestLog, score_logging_zones
+from edgeplane.edge.request_log import RequestLog
 from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.jsonrpc.envelope import encode
 from edgeplane.jsonrpc.errors import INVALID_REQUEST
@@ -77,7 +76,7 @@ class EdgeRouter:
     def __init__(
         self,
         gateway: Gateway,
-        snapshots: SnapshotHolder,
+        snapshots: SnapshotHolder[EdgeSnapshot],
         request_log: RequestLog | None = None,
         locator: ClientLocator | None = None,
     ) -> None:
@@ -94,8 +93,6 @@ class EdgeRouter:
         if request_log is not None:
             request_log.start = self._start
             self.commit_answer = request_log.commit
-        # The zones whose attack scores a Logpush job logs, for the snapshot they were found in.
-        self._scored: tuple[ConfigSnapshot | None, frozenset[str]] = (None, frozenset())
 
     def answer_head(self, request: EdgeRequest) -> EdgeResponse | None:
         """The answer to a request that does not reach the gateway, decided from its head; None for one that does."""
@@ -158,10 +155,7 @@ class EdgeRouter:
         zone = exchange.zone
         snapshot = self.snapshots.current
         firewall = snapshot.firewall(zone.zone_id) if zone is not None else None
-        scored_in, scored_zones = self._scored
-        if scored_in is not snapshot:
-            scored_zones = self._score_logging_zones(snapshot)
-        scored = zone is not None and zone.zone_id in scored_zones
+        scored = zone is not None and zone.zone_id in snapshot.attack_score_zones
         if firewall is not None:
             verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange), score=scored)
             if verdict.blocked:
@@ -174,12 +168,6 @@ class EdgeRouter:
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
         return self._awaited(answer, exchange)
-
-    def _score_logging_zones(self, snapshot: ConfigSnapshot) -> frozenset[str]:
-        """``score_logging_zones`` of a new snapshot, remembered with it (``handle`` reads ``_scored`` first)."""
-        zones = score_logging_zones(snapshot)
-        self._scored = (snapshot, zones)
-        return zones
 
     async def _awaited(self, answering: Awaitable[GatewayResponse], exchange: Exchange) -> EdgeResponse:
         return self._response(await answering, exchange)

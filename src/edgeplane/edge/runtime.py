@@ -15,7 +15,7 @@ import structlog
 
 from edgeplane import batched_counts
 from edgeplane.config import Settings
-from edgeplane.configuration.snapshot import SnapshotHolder, read_snapshot
+from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, read_edge_snapshot
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import HttpServer
 from edgeplane.edge.request_log import RequestLog
@@ -24,6 +24,7 @@ from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
+from edgeplane.logs.attack_score_jobs import logs_attack_scores
 from edgeplane.logs.partitions import journal_directory
 from edgeplane.logs.request_journal import RequestJournal
 from edgeplane.propagation.channel import channel_path
@@ -73,6 +74,12 @@ def open_client_locator(settings: Settings, *, describe: bool = False) -> Client
     return locator
 
 
+def read_worker_snapshot(database: Database) -> EdgeSnapshot:
+    """An edge worker's snapshot of the current configuration: ``read_edge_snapshot``, its zones scored for the
+    logs found by the logs package's test of each job (``logs_attack_scores``)."""
+    return read_edge_snapshot(database, logs_attack_scores=logs_attack_scores)
+
+
 @dataclass(slots=True)
 class EdgeRuntime:
     """What an edge worker runs."""
@@ -84,7 +91,7 @@ class EdgeRuntime:
     locator: ClientLocator
 
     @classmethod
-    def build(cls, settings: Settings, snapshots: SnapshotHolder, *, worker: int) -> EdgeRuntime:
+    def build(cls, settings: Settings, snapshots: SnapshotHolder[EdgeSnapshot], *, worker: int) -> EdgeRuntime:
         """Builds the runtime and starts the pools' health checks (call from a running loop). Raises
         ``ClientDatabaseError`` (before starting anything) when a client location database cannot be opened."""
         locator = open_client_locator(settings)
@@ -127,10 +134,15 @@ class EdgeRuntime:
 async def run_edge_worker(settings: Settings, listener: socket.socket, database_url: str, *, worker: int) -> None:
     """An edge worker process: serves ``listener`` until SIGINT or SIGTERM."""
     database = Database(database_url)
-    snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database))
+    snapshots = SnapshotHolder(await asyncio.to_thread(read_worker_snapshot, database))
     runtime = EdgeRuntime.build(settings, snapshots, worker=worker)
     following = ConfigurationFollower(
-        database, snapshots, role="edge", worker=worker, channel=channel_path(settings.data_dir)
+        database,
+        snapshots,
+        read=read_worker_snapshot,
+        role="edge",
+        worker=worker,
+        channel=channel_path(settings.data_dir),
     )
     follower = asyncio.create_task(following.run())
     log.info("edge worker serving", worker=worker, edge=f"http://{settings.edge_host}:{listener.getsockname()[1]}")

@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 import structlog
 from prometheus_client import Counter, Gauge
 
-from edgeplane.configuration.snapshot import ConfigSnapshot
+from edgeplane.configuration.logpush_jobs import LogpushJobDefinition
+from edgeplane.configuration.snapshot import DeliverySnapshot
 from edgeplane.logs.arrivals import Arrivals
 from edgeplane.logs.column_format import ColumnEncoder, compile_column_encoder
 from edgeplane.logs.datasets import Dataset, load_dataset
@@ -114,24 +115,24 @@ class JobPlan:
     destination_conf: str
 
 
-def plan_job(job: dict[str, Any], snapshot: ConfigSnapshot) -> JobPlan:
+def plan_job(job: LogpushJobDefinition, snapshot: DeliverySnapshot) -> JobPlan:
     """Compiles a job of the snapshot. Raises the logs package's errors for a job that no longer validates."""
-    dataset = load_dataset(job["dataset"])
-    tree = parse_filter(job["filter"], dataset) if job.get("filter") else None
+    dataset = load_dataset(job.dataset)
+    tree = parse_filter(job.filter, dataset) if job.filter else None
     predicate = compile_filter(tree, dataset) if tree is not None else None
     column_predicate = compile_column_filter(tree, dataset) if tree is not None else None
-    if job.get("output_options") is not None:
-        options = parse_output_options(job["output_options"], dataset)
-    elif job.get("logpull_options"):
-        options = output_options_from_logpull(parse_logpull_options(job["logpull_options"], dataset))
+    if job.output_options is not None:
+        options = parse_output_options(job.output_options, dataset)
+    elif job.logpull_options:
+        options = output_options_from_logpull(parse_logpull_options(job.logpull_options, dataset))
     else:
         options = parse_output_options(None, dataset)
     formatter = compile_formatter(options, dataset)
-    if job.get("zone_id"):
-        zone = snapshot.zones.get(job["zone_id"])
+    if job.zone_id:
+        zone = snapshot.zones.get(job.zone_id)
         zone_names: frozenset[str] | None = frozenset({zone.zone_name}) if zone else frozenset()
     else:
-        zone_names = frozenset(z.zone_name for z in snapshot.zones.values() if z.account_id == job["account_id"])
+        zone_names = frozenset(z.zone_name for z in snapshot.zones.values() if z.account_id == job.account_id)
     sample = formatter.keep
 
     def keep(record: dict[str, Any]) -> bool:
@@ -153,7 +154,7 @@ def plan_job(job: dict[str, Any], snapshot: ConfigSnapshot) -> JobPlan:
         return mask
 
     return JobPlan(
-        job_id=job["id"],
+        job_id=job.id,
         dataset=dataset,
         zone_names=zone_names,
         keep=keep,
@@ -167,10 +168,10 @@ def plan_job(job: dict[str, Any], snapshot: ConfigSnapshot) -> JobPlan:
             )
         ),
         formatter=formatter,
-        max_records=job.get("max_upload_records") or 100_000,
-        max_bytes=min(job.get("max_upload_bytes") or MAX_BATCH_BYTES, MAX_BATCH_BYTES),
-        interval=float(job.get("max_upload_interval_seconds") or 30),
-        destination_conf=job["destination_conf"],
+        max_records=job.max_upload_records or 100_000,
+        max_bytes=min(job.max_upload_bytes or MAX_BATCH_BYTES, MAX_BATCH_BYTES),
+        interval=float(job.max_upload_interval_seconds or 30),
+        destination_conf=job.destination_conf,
     )
 
 
@@ -402,11 +403,11 @@ class DeliveryService:
         self._destination = destination_factory or (
             lambda conf: open_destination(parse_destination_conf(conf), policy=policy)
         )
-        self._running: dict[int, tuple[dict[str, Any], asyncio.Task[None]]] = {}
+        self._running: dict[int, tuple[LogpushJobDefinition, asyncio.Task[None]]] = {}
 
-    def reconcile(self, snapshot: ConfigSnapshot) -> None:
+    def reconcile(self, snapshot: DeliverySnapshot) -> None:
         """Starts, restarts and stops job deliveries to match ``snapshot``."""
-        wanted = {job["id"]: job for job in snapshot.logpush_jobs if job["enabled"]}
+        wanted = {job.id: job for job in snapshot.logpush_jobs if job.enabled}
         for job_id in list(self._running):
             job, task = self._running[job_id]
             if task.done() and not task.cancelled() and task.exception() is not None:

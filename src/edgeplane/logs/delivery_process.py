@@ -12,7 +12,7 @@ import pyarrow as pa
 import structlog
 
 from edgeplane.config import Settings
-from edgeplane.configuration.snapshot import SnapshotHolder, read_snapshot
+from edgeplane.configuration.snapshot import SnapshotHolder, read_delivery_snapshot
 from edgeplane.logs.arrivals import Arrivals
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.delivery import DeliveryService
@@ -84,15 +84,15 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     database = Database(database_url)
-    # Delivery evaluates no firewall: its snapshots are read without them.
-    snapshots = SnapshotHolder(await asyncio.to_thread(read_snapshot, database, firewalls=False))
+    # The delivery process's view: the jobs and zones, and no firewall compiled (delivery evaluates none).
+    snapshots = SnapshotHolder(await asyncio.to_thread(read_delivery_snapshot, database))
     configuration_changed = asyncio.Event()
     following = ConfigurationFollower(
         database,
         snapshots,
+        read=read_delivery_snapshot,
         role="delivery",
         channel=channel_path(settings.data_dir),
-        firewalls=False,
         on_change=configuration_changed.set,
     )
     follower = asyncio.create_task(following.run())

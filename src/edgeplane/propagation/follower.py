@@ -16,10 +16,11 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Generic
 
 import structlog
 
-from edgeplane.configuration.snapshot import SnapshotHolder, read_config_version, read_snapshot
+from edgeplane.configuration.snapshot import Snapshot, SnapshotHolder, read_config_version
 from edgeplane.propagation.channel import Announce, Applied, ChannelError, Hello, Role, connect_channel, decode, encode
 from edgeplane.propagation.database_notify import announces_in_database, database_announcements
 from edgeplane.store.database import Database
@@ -38,29 +39,29 @@ _BEHIND_PAUSE_SECONDS = 0.02
 _BEHIND_TRIES = 50
 
 
-class ConfigurationFollower:
+class ConfigurationFollower(Generic[Snapshot]):
     """Keeps ``snapshots`` at the configuration's latest version for one process (``role``; an edge worker's
-    ``worker`` number), with or without compiled ``firewalls`` (as ``read_snapshot``). ``channel``: the path of the
-    configuration channel's socket, or None to follow by the database alone; ``on_change`` is called after each new
-    snapshot is swapped in."""
+    ``worker`` number), each new snapshot read by ``read`` (the process's view: ``read_edge_snapshot`` or
+    ``read_delivery_snapshot``). ``channel``: the path of the configuration channel's socket, or None to follow by the
+    database alone; ``on_change`` is called after each new snapshot is swapped in."""
 
     def __init__(
         self,
         database: Database,
-        snapshots: SnapshotHolder,
+        snapshots: SnapshotHolder[Snapshot],
         *,
+        read: Callable[[Database], Snapshot],
         role: Role,
         channel: Path | None,
         worker: int | None = None,
-        firewalls: bool = True,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.database = database
-        self.snapshots = snapshots
+        self.snapshots: SnapshotHolder[Snapshot] = snapshots
+        self.read: Callable[[Database], Snapshot] = read
         self.role: Role = role
         self.channel = channel
         self.worker = worker
-        self.firewalls = firewalls
         self.on_change = on_change
         self._announced = 0  # the highest version announced so far
         self._check = False  # whether to ask the database whatever was announced
@@ -122,7 +123,7 @@ class ConfigurationFollower:
         for _ in range(_BEHIND_TRIES):
             version = await asyncio.to_thread(self._read_version)
             if version != self.snapshots.current.version:
-                self.snapshots.replace(await asyncio.to_thread(read_snapshot, self.database, firewalls=self.firewalls))
+                self.snapshots.replace(await asyncio.to_thread(self.read, self.database))
                 if self.on_change is not None:
                     self.on_change()
             if self.snapshots.current.version >= self._announced:
