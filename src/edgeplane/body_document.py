@@ -36,10 +36,11 @@ class BodyDocument:
 
     __slots__ = ("_document", "_reason", "raw")
 
+    _reason: str  # the parser's, set when the body fails to parse
+
     def __init__(self, raw: bytes) -> None:
         self.raw = raw
         self._document: Any = _UNREAD
-        self._reason = ""  # the parser's, once the body failed to parse
 
     def document(self) -> Any:
         """The body's JSON document (orjson's reading: the last of two equal member names wins), parsed on the first
