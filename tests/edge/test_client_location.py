@@ -25,6 +25,7 @@ from mmdb_writer import MmdbU32, MMDBWriter
 from netaddr import IPSet
 from pydantic import ValidationError
 
+from edgeplane.body_document import BodyDocument
 from edgeplane.config import LogSettings
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.client_location import ClientDatabaseError, ClientLocation, ClientLocator, LocationDatabase
@@ -305,7 +306,7 @@ CALL = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
 class FakeGateway:
     pools = {"mainnet": object()}
 
-    def respond(self, network: str, body: bytes) -> GatewayResponse:
+    def respond(self, network: str, body: BodyDocument) -> GatewayResponse:
         return GatewayResponse(200, b'{"jsonrpc":"2.0","id":1,"result":"0x1"}')
 
 

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from edgeplane.body_document import BodyDocument
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.exchange import Exchange
 from edgeplane.edge.http_server import HOST, EdgeRequest, EdgeResponse, HttpServer
@@ -172,8 +173,8 @@ class StandInGateway:
         self.pools = {"mainnet": object()}
         self.seen: list[tuple[str, bytes]] = []
 
-    def respond(self, network: str, body: bytes) -> GatewayResponse:
-        self.seen.append((network, body))
+    def respond(self, network: str, body: BodyDocument) -> GatewayResponse:
+        self.seen.append((network, body.raw))
         return GatewayResponse(200, b'{"jsonrpc":"2.0","id":7,"result":"0x10"}')
 
     def unknown_network(self, network: str) -> GatewayResponse:

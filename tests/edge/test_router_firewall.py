@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from edgeplane.body_document import BodyDocument
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
 from edgeplane.edge.http_server import EdgeRequest
 from edgeplane.edge.router import EdgeRouter
@@ -25,8 +26,8 @@ class FakeGateway:
         self.pools = {"mainnet": object()}
         self.seen: list[bytes] = []
 
-    def respond(self, network: str, body: bytes) -> GatewayResponse:
-        self.seen.append(body)
+    def respond(self, network: str, body: BodyDocument) -> GatewayResponse:
+        self.seen.append(body.raw)
         return GatewayResponse(200, b'{"jsonrpc":"2.0","id":1,"result":"0x10"}')
 
 

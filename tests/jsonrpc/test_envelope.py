@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from edgeplane.body_document import BodyDocument
 from edgeplane.jsonrpc.envelope import RejectedItem, RpcRequest, check_request, parse_body
 from edgeplane.jsonrpc.errors import INVALID_REQUEST, InvalidRequest, ParseError
 from tests.support.go_style_node import go_fold
@@ -60,20 +61,38 @@ def test_invalid_request_echoes_a_valid_id() -> None:
 @pytest.mark.parametrize("body", [b"", b"{", b"not json", b'{"a":}', b"\xff\xfe"])
 def test_unparseable_bodies_are_parse_errors(body: bytes) -> None:
     with pytest.raises(ParseError) as caught:
-        parse_body(body, max_batch_size=10)
+        parse_body(BodyDocument(body), max_batch_size=10)
     assert caught.value.code == -32700
     assert caught.value.http_status == 400
+
+
+@pytest.mark.parametrize("body", [b"", b"{", b'{"a":}', b"\xff\xfe", b'{"a":1} x'])
+def test_a_parse_error_says_what_the_parser_found(body: bytes) -> None:
+    with pytest.raises(orjson.JSONDecodeError) as parser:
+        orjson.loads(body)
+    with pytest.raises(ParseError) as caught:
+        parse_body(BodyDocument(body), max_batch_size=10)
+    assert caught.value.message == f"parse error: the body is not valid JSON ({parser.value.msg})"
+
+
+def test_the_envelope_is_checked_on_the_document_parsed_before() -> None:
+    body = BodyDocument(orjson.dumps([VALID, {**VALID, "id": 2}]))
+    document = body.document()
+    parsed = parse_body(body, max_batch_size=10)
+    assert [item.id for item in parsed.items] == [1, 2]
+    assert isinstance(parsed.items[0], RpcRequest)
+    assert parsed.items[0].params is document[0]["params"]  # read from that document, not from a second parse
 
 
 @pytest.mark.parametrize("body", [b"[]", b"1", b'"x"', b"null", b"true"])
 def test_bodies_that_are_no_request_are_invalid(body: bytes) -> None:
     with pytest.raises(InvalidRequest):
-        parse_body(body, max_batch_size=10)
+        parse_body(BodyDocument(body), max_batch_size=10)
 
 
 def test_batch_items_are_checked_one_by_one() -> None:
     body = orjson.dumps([VALID, 5, {**VALID, "id": 2, "method": 1}, {**VALID, "id": 3}])
-    parsed = parse_body(body, max_batch_size=10)
+    parsed = parse_body(BodyDocument(body), max_batch_size=10)
     assert parsed.is_batch
     kinds = [type(item).__name__ for item in parsed.items]
     assert kinds == ["RpcRequest", "RejectedItem", "RejectedItem", "RpcRequest"]
@@ -81,9 +100,9 @@ def test_batch_items_are_checked_one_by_one() -> None:
 
 def test_batch_size_is_limited() -> None:
     with pytest.raises(InvalidRequest) as caught:
-        parse_body(orjson.dumps([VALID] * 11), max_batch_size=10)
+        parse_body(BodyDocument(orjson.dumps([VALID] * 11)), max_batch_size=10)
     assert caught.value.data == {"limit": 10, "value": 11}
-    assert len(parse_body(orjson.dumps([VALID] * 10), max_batch_size=10).items) == 10
+    assert len(parse_body(BodyDocument(orjson.dumps([VALID] * 10)), max_batch_size=10).items) == 10
 
 
 json_values = st.recursive(
@@ -109,7 +128,7 @@ def _dumps(value: object) -> bytes:
 @given(st.binary(max_size=64) | json_values.map(_dumps) | request_like.map(_dumps))
 def test_any_body_is_parsed_or_refused_with_a_coded_error(body: bytes) -> None:
     try:
-        parsed = parse_body(body, max_batch_size=100)
+        parsed = parse_body(BodyDocument(body), max_batch_size=100)
     except (ParseError, InvalidRequest) as error:
         refused: ParseError | InvalidRequest = error
     else:
@@ -143,7 +162,7 @@ ENVELOPE = '"jsonrpc":"2.0","id":1,"method":"eth_call","params":'
     ],
 )
 def test_a_request_whose_names_repeat_ignoring_case_is_invalid(body: str, problem: str) -> None:
-    (item,) = parse_body(body.encode(), max_batch_size=10).items
+    (item,) = parse_body(BodyDocument(body.encode()), max_batch_size=10).items
     assert isinstance(item, RejectedItem)
     assert item.error.code == INVALID_REQUEST
     assert problem in item.error.message
@@ -159,15 +178,19 @@ def test_a_request_whose_names_repeat_ignoring_case_is_invalid(body: str, proble
     ],
 )
 def test_names_that_differ_ignoring_case_are_fine(body: str) -> None:
-    (item,) = parse_body(body.encode(), max_batch_size=10).items
+    (item,) = parse_body(BodyDocument(body.encode()), max_batch_size=10).items
     assert isinstance(item, RpcRequest)
 
 
 def test_a_repeated_id_is_not_echoed() -> None:
-    (item,) = parse_body(b'{"jsonrpc":"2.0","id":1,"Id":2,"method":"a","params":[]}', max_batch_size=10).items
+    (item,) = parse_body(
+        BodyDocument(b'{"jsonrpc":"2.0","id":1,"Id":2,"method":"a","params":[]}'), max_batch_size=10
+    ).items
     assert isinstance(item, RejectedItem)
     assert item.id is None
-    (item,) = parse_body(b'{"jsonrpc":"2.0","id":1,"method":"a","params":[{"x":1,"x":2}]}', max_batch_size=10).items
+    (item,) = parse_body(
+        BodyDocument(b'{"jsonrpc":"2.0","id":1,"method":"a","params":[{"x":1,"x":2}]}'), max_batch_size=10
+    ).items
     assert isinstance(item, RejectedItem)
     assert item.id == 1
 
@@ -231,7 +254,7 @@ def test_a_request_is_refused_exactly_when_its_names_repeat_ignoring_case(params
     members += [('"params"', written_text([params]))] + [(name, written_text(value)) for name, value in extra]
     text = "{" + ",".join(f"{name}:{value}" for name, value in members) + "}"
     go_clash, cased_clash = _reads(text)
-    (item,) = parse_body(text.encode(), max_batch_size=10).items
+    (item,) = parse_body(BodyDocument(text.encode()), max_batch_size=10).items
     if go_clash:
         assert isinstance(item, RejectedItem)
     if isinstance(item, RejectedItem):

@@ -38,8 +38,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-import orjson
-
+from edgeplane.body_document import BodyDocument, NotJson
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder
 from edgeplane.edge.client_location import ClientLocator
@@ -152,19 +151,20 @@ class EdgeRouter:
         """The answer to a request ``answer_head`` let through: the firewall's refusal, the refusal ``answer_head``
         left for after the firewall, or the gateway's answer (at once when the gateway has it at hand)."""
         exchange = self._start(request, time.time_ns())
+        body = BodyDocument(request.body)  # parsed once, by the first reader: the firewall, its refusal, the gateway
         zone = exchange.zone
         snapshot = self.snapshots.current
         firewall = snapshot.firewall(zone.zone_id) if zone is not None else None
         scored = zone is not None and zone.zone_id in snapshot.attack_score_zones
         if firewall is not None:
-            verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange), score=scored)
+            verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange, body), score=scored)
             if verdict.blocked:
-                return _refusal(request, verdict, exchange.ray_id)
+                return _refusal(verdict, exchange.ray_id, body)
         elif scored:
-            exchange.verdict = scored_verdict(self._fields(request, exchange))
+            exchange.verdict = scored_verdict(self._fields(request, exchange, body))
         if exchange.refusal is not None:
             return _with_ray(exchange.refusal, exchange.ray_id)
-        answer = self.gateway.respond(exchange.network, request.body)
+        answer = self.gateway.respond(exchange.network, body)
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
         return self._awaited(answer, exchange)
@@ -190,7 +190,7 @@ class EdgeRouter:
         exchange.country, exchange.asn = location.country, location.asn
         return exchange
 
-    def _fields(self, request: EdgeRequest, exchange: Exchange) -> RequestFields:
+    def _fields(self, request: EdgeRequest, exchange: Exchange, body: BodyDocument) -> RequestFields:
         client_ip, client_port = request.client if request.client else ("", 0)
         return RequestFields.from_http(
             method=request.method,
@@ -200,6 +200,7 @@ class EdgeRouter:
             query=request.query_string.decode("latin-1"),
             headers=request.headers,
             body=request.body,
+            body_document=body,
             client_ip=client_ip,
             client_port=client_port,
             server_port=request.server[1] if request.server else 80,
@@ -210,22 +211,22 @@ class EdgeRouter:
         )
 
 
-def _refusal(request: EdgeRequest, verdict: Verdict, ray_id: str) -> EdgeResponse:
+def _refusal(verdict: Verdict, ray_id: str, body: BodyDocument) -> EdgeResponse:
     """The answer to a request the firewall blocked."""
     ray_header = (b"cf-ray", ray_id.encode() + b"-EDG")
     if verdict.response is not None:
         custom = verdict.response
         return EdgeResponse(custom.status, custom.content, content_type=custom.content_type, headers=(ray_header,))
     error = {"code": FIREWALL_BLOCKED, "message": "request blocked by the firewall", "data": {"ray_id": ray_id}}
-    body = encode({"jsonrpc": "2.0", "id": _request_id(request.body), "error": error})
-    return EdgeResponse(verdict.status, body, headers=(ray_header,))
+    answer = encode({"jsonrpc": "2.0", "id": _request_id(body), "error": error})
+    return EdgeResponse(verdict.status, answer, headers=(ray_header,))
 
 
-def _request_id(body: bytes) -> str | int | None:
+def _request_id(body: BodyDocument) -> str | int | None:
     """The ``id`` of a single JSON-RPC request, or None (a batch, or a body that is not a JSON-RPC request)."""
     try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        document = body.document()
+    except NotJson:
         return None
     if isinstance(document, dict):
         value = document.get("id")

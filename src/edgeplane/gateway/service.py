@@ -22,6 +22,7 @@ import structlog
 
 from edgeplane import metrics
 from edgeplane.batched_counts import BatchedCount
+from edgeplane.body_document import BodyDocument
 from edgeplane.config import GatewaySettings
 from edgeplane.gateway.errors import GatewayError, MethodNotAllowed, UpstreamRejected, UpstreamUnavailable
 from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs, check_get_logs_at_once
@@ -106,9 +107,10 @@ class Gateway:
         error = UnknownNetwork(f"unknown network {network!r}; this gateway serves: {', '.join(sorted(self.pools))}")
         return GatewayResponse(error.http_status, encode(error_object(None, error)), requests=0, error_code=error.code)
 
-    def respond(self, network: str, body: bytes) -> GatewayResponse | Awaitable[GatewayResponse]:
-        """Answers one request body sent to ``/v1/<network>``: at once when no node needs asking (a refusal, an
-        answer from the response cache), else an awaitable of the answer. Never raises for anything a caller sends.
+    def respond(self, network: str, body: BodyDocument) -> GatewayResponse | Awaitable[GatewayResponse]:
+        """Answers one request body sent to ``/v1/<network>``, read through its one JSON reading (the edge's, shared
+        with the firewall): at once when no node needs asking (a refusal, an answer from the response cache), else an
+        awaitable of the answer. Never raises for anything a caller sends.
 
         Why two shapes: a cache hit is the most common request by far, and answering it without a coroutine saves
         the edge a task per request (see ``EdgeHandler.handle``)."""
@@ -150,8 +152,8 @@ class Gateway:
         return self._single(pool, item, cache, limits_checked)
 
     async def handle(self, network: str, body: bytes) -> GatewayResponse:
-        """``respond``'s answer, awaited."""
-        answer = self.respond(network, body)
+        """``respond``'s answer to the body ``body`` holds, awaited."""
+        answer = self.respond(network, BodyDocument(body))
         return answer if isinstance(answer, GatewayResponse) else await answer
 
     async def _single(

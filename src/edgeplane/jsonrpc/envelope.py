@@ -3,7 +3,8 @@ writing responses.
 
 This is the one place where JSON-RPC errors (``RpcError``, the gateway's among them) become wire format. A request
 must carry ``jsonrpc: "2.0"``, a non-empty string ``method``, an array ``params`` and an ``id`` that is a number or a
-string (seed 000 marks all four as required). A batch is a non-empty array of such requests.
+string (seed 000 marks all four as required). A batch is a non-empty array of such requests. ``parse_body`` checks
+the request's one JSON reading (``edgeplane.body_document``), which the edge's firewall may have parsed already.
 
 A request must mean one thing to every JSON reader, because the gateway checks it with one and the node runs it with
 another. Go's ``encoding/json`` (geth, erigon) matches object keys to struct fields ignoring case, the last match
@@ -23,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from edgeplane.body_document import BodyDocument, NotJson
 from edgeplane.jsonrpc.errors import InvalidRequest, ParseError, RpcError
 
 RequestId = int | float | str | None
@@ -64,8 +66,8 @@ class RpcBody:
     items: list[RpcRequest | RejectedItem]
 
 
-def parse_body(body: bytes, *, max_batch_size: int) -> RpcBody:
-    """Parses and checks a request body.
+def parse_body(request_body: BodyDocument, *, max_batch_size: int) -> RpcBody:
+    """Checks a request body, reading the document ``request_body`` holds (parsed now if no one parsed it before).
 
     Raises ``ParseError`` when the body is not JSON and ``InvalidRequest`` when it is neither an object nor a
     non-empty array, or when a batch holds more than ``max_batch_size`` items. Items of a batch that fail the
@@ -73,9 +75,10 @@ def parse_body(body: bytes, *, max_batch_size: int) -> RpcBody:
     that the other items are still answered.
     """
     try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ParseError(f"parse error: the body is not valid JSON ({exc.msg})") from None
+        document = request_body.document()
+    except NotJson as exc:
+        raise ParseError(f"parse error: the body is not valid JSON ({exc.reason})") from None
+    body = request_body.raw
     if len(body) > _LONG_BODY and _holds_too_many_containers(body, document):
         raise InvalidRequest(f"invalid request: the body holds more than {MAX_CONTAINERS} objects and arrays")
     if isinstance(document, dict):

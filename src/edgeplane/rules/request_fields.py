@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
 
+from edgeplane.body_document import BodyDocument
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.rules.addresses import client_key
 
@@ -85,7 +86,8 @@ class RequestFields:
     once, by ``attack_scorer``: a function of the request giving ``(overall, sqli, xss, rce)``. The WAF engine sets
     it on the requests it evaluates (``edgeplane.waf.attack_scores``); without one every score is 100. A score set
     beforehand (``waf_score = 12``) is kept. ``core_evaluation`` is the WAF engine's: the OWASP Core Rule Set's
-    evaluation of the request, kept so that scoring and the managed phase run the CRS once."""
+    evaluation of the request, kept so that scoring and the managed phase run the CRS once. ``body_document`` is the
+    body's JSON reading: the edge's, which the gateway reads too, so that a request's body is parsed once."""
 
     attack_scorer: Callable[[RequestFields], tuple[int, int, int, int]] = staticmethod(_not_scored)
     core_evaluation: Any = None
@@ -135,10 +137,13 @@ class RequestFields:
         asn: int = 0,
         ray_id: str = "",
         body_truncated: bool = False,
+        body_document: BodyDocument | None = None,
     ) -> RequestFields:
         """The fields of a request as the edge received it: ``raw_path`` and ``query`` as on the request line
         (``query`` without ``?``), ``headers`` with lower-case names in order, ``body`` as read (possibly cut at
-        the inspection limit, then ``body_truncated``). Never raises for any input of these types."""
+        the inspection limit, then ``body_truncated``); ``body_document``: the JSON reading of these same bytes
+        that the caller shares with the body's other readers (without one, the fields make their own on first
+        need). Never raises for any input of these types."""
         fields = cls()
         fields.http_host = host
         fields.http_request_method = method
@@ -160,6 +165,8 @@ class RequestFields:
         fields.client_port = client_port
         fields.raw_headers = headers
         fields.raw_body = body
+        if body_document is not None:
+            fields.body_document = body_document
         return fields
 
     # The attack scores: computed on first read (``_score_attacks``), under the names the WAF engine uses as well;
@@ -332,6 +339,12 @@ class RequestFields:
     def http_request_body_raw(self) -> str:
         """The body (as read, up to the inspection limit)."""
         return _text(self.raw_body)
+
+    @cached_field
+    def body_document(self) -> BodyDocument:
+        """The body's JSON reading (``edgeplane.body_document``), for the engine's readers of a JSON body's
+        document (the attack scores): no field of the Rules language."""
+        return BodyDocument(self.raw_body)
 
     @cached_field
     def http_request_body_mime(self) -> str:

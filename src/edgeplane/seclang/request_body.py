@@ -7,6 +7,12 @@ the installed libmodsecurity 3.0.9); no library parses a body into ModSecurity's
 do the parts that are standard: ``json`` (with a small fallback that keeps what came before a syntax error, as
 ModSecurity's streaming parser does) and ``pyexpat`` for XML.
 
+So a JSON body is read here a second time, not taken from the parse the edge shares (``edgeplane.body_document``):
+that parse is orjson's view, this is ModSecurity's. orjson keeps only the last of two equal member names (ModSecurity
+makes an argument of each, in order), turns numbers into values (``2.50`` becomes ``2.5``, ``1E400`` an error, where
+ModSecurity keeps the text sent), and rejects a body that ModSecurity reads in part (up to a syntax error) or whole
+(a document followed by an unterminated string).
+
 Every function here is total: it takes any bytes and never raises. A body ModSecurity would reject comes back with
 ``error`` set (REQBODY_ERROR=1 and the message in REQBODY_ERROR_MSG) and whatever was parsed before the error.
 """

@@ -4,9 +4,10 @@ Each score is an integer from 1 (an attack, certainly) to 99 (clean); 100 means 
 is computed from **evidence**, anomaly points by attack family, gathered by cheap detectors that take no action:
 
 - libinjection (the library CRS's ``@detectSQLi`` and ``@detectXSS`` call) on each value a client controls: the
-  query's argument values, the body's values (every string and key of a JSON body, the argument values of a form
-  body, otherwise the body as one value), the User-Agent and Referer headers and the cookie values; URL-decoded
-  once. A value found to be SQL adds 5 SQLi points, one found to be HTML with script adds 5 XSS points.
+  query's argument values, the body's values (every string and key of a JSON body, from the request's one parse of
+  it, ``RequestFields.body_document``; the argument values of a form body; otherwise the body as one value), the
+  User-Agent and Referer headers and the cookie values; URL-decoded once. A value found to be SQL adds 5 SQLi
+  points, one found to be HTML with script adds 5 XSS points.
 - the Managed Ruleset's signatures, evaluated for their categories only (whatever a zone deploys or overrides): each
   signature that matches adds 5 points to its family (``sqli``; ``xss``; ``rce`` and ``command-injection``; and, for
   the overall score only, ``lfi``, ``directory-traversal``, ``ssrf``, ``prototype-pollution``).
@@ -39,8 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote_to_bytes
 
-import orjson
-
+from edgeplane.body_document import NotJson
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.rules import Expression, RequestFields, RulesError, compile_expression
 from edgeplane.seclang import Evaluation
@@ -251,8 +251,8 @@ def _body_values(request: RequestFields) -> Iterator[bytes]:
         return
     if body.lstrip()[:1] in (b"{", b"["):
         try:
-            document = orjson.loads(body)
-        except orjson.JSONDecodeError:
+            document = request.body_document.document()
+        except NotJson:
             pass
         else:
             yield from _json_strings(document)
