@@ -1,10 +1,11 @@
 """Instructions per request of the edge process, counted by callgrind: deterministic, whatever else the machine does.
 
 Starts anvil and ``edgeplane serve --edge-workers 1 --upstream mainnet=<anvil>`` under ``valgrind --tool=callgrind``
-(the serve process is edge worker 0; its children, the delivery process among them, run untraced), sends a warm-up
-of ``eth_chainId`` requests, zeroes the counters, sends ``--requests`` more at concurrency 16 on keep-alive
-connections, waits for the edge's timers, dumps the counters and prints their total divided by the requests. Run it
-with logs on and with ``--logs-off`` (or on two source trees, ``--src``) and compare.
+with its children traced but for the API and the delivery process (the supervisor, idle, and the edge worker run
+under callgrind), sends a warm-up of ``eth_chainId`` requests, zeroes the edge worker's counters, sends
+``--requests`` more at concurrency 16 on keep-alive connections, waits for the edge's timers, dumps the edge
+worker's counters and prints their total divided by the requests. Run it with logs on and with ``--logs-off`` (or on
+two source trees, ``--src``) and compare.
 
 Under valgrind the edge runs some fifty times slower, so its timers (the 1 s journal periods, the log store's
 intervals) would cover far fewer requests than at full speed. The benchmark therefore runs a copy of the source tree
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -94,6 +96,17 @@ def wait_until_answering(port: int, process: subprocess.Popen[bytes], seconds: f
             time.sleep(2)
 
 
+def edge_worker_pid(serve_pid: int) -> int:
+    """The edge worker that ``edgeplane serve`` (``serve_pid``) started: its child with ``edge-worker`` among its
+    arguments (under valgrind, the tool's own come first)."""
+    children = Path(f"/proc/{serve_pid}/task/{serve_pid}/children").read_text().split()
+    for child in children:
+        with contextlib.suppress(OSError):
+            if b"edge-worker" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0"):
+                return int(child)
+    raise SystemExit("edgeplane serve started no edge worker")
+
+
 def measure(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(REPO_ROOT))
     from tests.support.anvil import AnvilNode, free_port
@@ -110,7 +123,8 @@ def measure(args: argparse.Namespace) -> int:
         edge_port, api_port = free_port(), free_port()
         out = root / "callgrind.out"
         command = [
-            *("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"),
+            *("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}.%p"),
+            *("--trace-children=yes", "--trace-children-skip-by-arg=api,delivery"),
             *(sys.executable, "-m", "edgeplane", "serve", "--data-dir", str(data), "--log-level", "warning"),
             *("--edge-port", str(edge_port), "--api-port", str(api_port), "--edge-workers", "1"),
             *("--upstream", f"mainnet={node.url}"),
@@ -120,18 +134,19 @@ def measure(args: argparse.Namespace) -> int:
             process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=valgrind_log)
             try:
                 wait_until_answering(edge_port, process, 900)
+                worker = edge_worker_pid(process.pid)
                 load(edge_port, WARMUP_REQUESTS)
                 time.sleep(args.wait)
-                subprocess.run(["callgrind_control", "-z", str(process.pid)], check=True, capture_output=True)
+                subprocess.run(["callgrind_control", "-z", str(worker)], check=True, capture_output=True)
                 started = time.monotonic()
                 load(edge_port, args.requests)
                 took = time.monotonic() - started
                 time.sleep(args.wait)
-                subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)
+                subprocess.run(["callgrind_control", "-d", str(worker)], check=True, capture_output=True)
             finally:
                 process.terminate()
                 process.wait(timeout=600)
-        dump = out.with_name(out.name + ".1").read_text(errors="replace")
+        dump = out.with_name(f"{out.name}.{worker}.1").read_text(errors="replace")
     total = re.search(r"^(?:summary|totals): (\d+)", dump, re.MULTILINE)
     if total is None:
         raise SystemExit("no total in the callgrind dump")
