@@ -346,12 +346,16 @@ class _Segment:
     ``REQUEST_LINE``, ``%{remote_addr}``); no ``ctl``. Walking them from the same values does the same, so the
     walk remembers what it did by those values (and the engine mode) and does it again in one step."""
 
-    __slots__ = ("ids", "outcomes", "prefiltered", "reads", "tags")
+    __slots__ = ("ids", "outcomes", "prefiltered", "reads", "request_reads", "state_reads", "tags")
 
     def __init__(
         self, reads: tuple[_Read, ...], ids: frozenset[int], tags: frozenset[str], prefiltered: frozenset[int]
     ) -> None:
         self.reads = reads
+        # Reads of TX, IP... members, which the number of the collections' state stands for while it is known, and
+        # reads of the request, the same for the whole phase.
+        self.state_reads = tuple(read for read in reads if read[1] in _PER_REQUEST_COLLECTIONS)
+        self.request_reads = tuple(read for read in reads if read[1] not in _PER_REQUEST_COLLECTIONS)
         self.ids = ids
         self.tags = tags  # of its rules: a ctl removing rules or targets by tag may concern them
         # Prefiltered rules among them, which do nothing when the prefilter passes over them: the walk of the
@@ -1100,12 +1104,17 @@ class _Transaction:
     force_request_body: bool = False
     # Request collections and their key indexes, valid until the body processor changes (ctl).
     collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
-    index_cache: dict[str, dict[bytes, list[tuple[bytes, bytes]]]] = field(default_factory=dict)
+    index_cache: dict[str, tuple[Sequence[tuple[bytes, bytes]], dict[bytes, list[tuple[bytes, bytes]]]]] = field(
+        default_factory=dict
+    )
     # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
     # repeats the same targets and pipeline across dozens of rules.
     entries_cache: dict[tuple[int, Pipeline], list[tuple[bytes, Sequence[bytes]]]] = field(default_factory=dict)
     # Request values read for segment keys, by read; valid as long as the request collections are.
     read_cache: dict[_Read, object] = field(default_factory=dict)
+    # Request collections read whole (no selector) as rules see them in this phase; valid as long as the request
+    # collections are.
+    whole_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
     # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long as
     # the request collections are.
     prefilter_hits: set[int] | None = None
@@ -1147,7 +1156,7 @@ class _Transaction:
                 if (not disabled or segment.ids.isdisjoint(disabled)) and not self._removals_touch(
                     segment.ids, segment.tags
                 ):
-                    key = (passing, *self._segment_key(segment.reads))
+                    key = (passing, *self._segment_key(segment))
                     outcome = segment.outcomes.get(key)
                     if outcome is not None:
                         self._replay(outcome)
@@ -1210,33 +1219,30 @@ class _Transaction:
         if recording is not None:
             self._remember(recording, count)
 
-    def _segment_key(self, reads: tuple[_Read, ...]) -> tuple[object, ...]:
+    def _segment_key(self, segment: _Segment) -> tuple[object, ...]:
         """The values a segment reads; TX, IP... members stand in by the number of their state when it is known."""
         state = self.state
         key: list[object] = [self.mode, state]
-        collections = self.collections
+        if state is None:
+            key.extend(self._read(read) for read in segment.state_reads)
         request_reads = self.read_cache
-        for read in reads:
-            kind, collection, name, selector = read
-            if collection in collections:
-                if state is not None:
-                    continue
-                if kind == _TX_MEMBER:
-                    key.append(collections[collection].get(name))  # type: ignore[arg-type]
-                    continue
+        for read in segment.request_reads:
             value = request_reads.get(read, _UNREAD)
             if value is _UNREAD:
-                if kind == _REQUEST_PAIRS:
-                    value = tuple(self._pairs(collection, selector))
-                elif kind == _COUNT:
-                    value = len(self._pairs(collection, selector))
-                else:
-                    value = self.macro_value(collection, name)
-                # Request values stay the same for the phase, except the TX, IP... members a key regex selects.
-                if collection not in collections:
-                    request_reads[read] = value
+                value = request_reads[read] = self._read(read)  # the same for the phase
             key.append(value)
         return tuple(key)
+
+    def _read(self, read: _Read) -> object:
+        """The value of one variable a segment reads, as its key holds it."""
+        kind, collection, name, selector = read
+        if kind == _TX_MEMBER:
+            return self.collections[collection].get(name)  # type: ignore[arg-type]
+        if kind == _REQUEST_PAIRS:
+            return tuple(self._pairs(collection, selector))
+        if kind == _COUNT:
+            return len(self._pairs(collection, selector))
+        return self.macro_value(collection, name)
 
     def _remember(self, recording: tuple[_Segment, tuple[object, ...], int, int | None], leave_at: int) -> None:
         segment, key, matched, state = recording
@@ -1427,6 +1433,7 @@ class _Transaction:
             self.index_cache.clear()
         self.entries_cache.clear()
         self.read_cache.clear()
+        self.whole_cache.clear()
         self.prefilter_hits = None
 
     # -- variables -------------------------------------------------------------------------------------------------
@@ -1463,6 +1470,22 @@ class _Transaction:
         return removed
 
     def _pairs(self, collection: str, selector: _Selector | None) -> Sequence[tuple[bytes, bytes]]:
+        """The (key, value) pairs of ``collection`` that ``selector`` selects (all of them without one), as a rule
+        reads them now."""
+        pairs = self.whole_cache.get(collection)
+        if pairs is None:
+            if collection in self.collections or collection in _MATCHED or collection == "XML":
+                return self._written_pairs(collection, selector)
+            pairs = self.whole_cache[collection] = self._request_pairs(collection)
+        if selector is None or not pairs:
+            return pairs
+        literal = selector.literal
+        if literal is not None:
+            return self._index(collection, pairs).get(literal, ())
+        return [(key, value) for key, value in pairs if selector.matches(key)]
+
+    def _written_pairs(self, collection: str, selector: _Selector | None) -> Sequence[tuple[bytes, bytes]]:
+        """The pairs of TX, IP..., MATCHED_* and XML, which rules write or which a selector computes."""
         literal = selector.literal if selector is not None else None
         if collection in self.collections:
             store = self.collections[collection]
@@ -1475,36 +1498,35 @@ class _Transaction:
             pairs: Sequence[tuple[bytes, bytes]] = [(key.encode("latin-1"), value) for key, value in store.items()]
         elif collection in _MATCHED:
             pairs = self._matched_pairs(collection)
-        elif collection == "XML":
+        else:  # XML
             if self.phase == 1:
                 return ()
             return self.variables.xml(selector.text.encode("utf-8") if selector else b"/*")
-        elif self._hidden(collection):
-            return ()
-        else:
-            if self.phase == 1:
-                collection = _PHASE1_FALLBACK.get(collection, collection)
-            if literal is not None:
-                return self._index(collection).get(literal, ())
-            pairs = self._collection(collection)
         if selector is None:
             return pairs
         return [(key, value) for key, value in pairs if selector.matches(key)]
 
-    def _collection(self, collection: str) -> Sequence[tuple[bytes, bytes]]:
+    def _request_pairs(self, collection: str) -> Sequence[tuple[bytes, bytes]]:
+        """A request collection whole, as this phase shows it (body collections hidden in phase 1, where ARGS is the
+        query's)."""
+        if self._hidden(collection):
+            return ()
+        if self.phase == 1:
+            collection = _PHASE1_FALLBACK.get(collection, collection)
         pairs = self.collection_cache.get(collection)
         if pairs is None:
             pairs = self.collection_cache[collection] = self.variables.collection(collection)
         return pairs
 
-    def _index(self, collection: str) -> dict[bytes, list[tuple[bytes, bytes]]]:
-        """The members of a request collection by lower-case key (built once per phase)."""
-        index = self.index_cache.get(collection)
-        if index is None:
-            index = {}
-            for key, value in self._collection(collection):
-                index.setdefault(key.lower(), []).append((key, value))
-            self.index_cache[collection] = index
+    def _index(self, collection: str, pairs: Sequence[tuple[bytes, bytes]]) -> dict[bytes, list[tuple[bytes, bytes]]]:
+        """The members of ``pairs`` (the collection as this phase shows it) by lower-case key, built once for them."""
+        indexed = self.index_cache.get(collection)
+        if indexed is not None and indexed[0] is pairs:
+            return indexed[1]
+        index: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        for key, value in pairs:
+            index.setdefault(key.lower(), []).append((key, value))
+        self.index_cache[collection] = (pairs, index)
         return index
 
     def _hidden(self, collection: str) -> bool:
