@@ -346,7 +346,7 @@ class _Segment:
     ``REQUEST_LINE``, ``%{remote_addr}``); no ``ctl``. Walking them from the same values does the same, so the
     walk remembers what it did by those values (and the engine mode) and does it again in one step."""
 
-    __slots__ = ("ids", "outcomes", "prefiltered", "reads", "request_reads", "state_reads", "tags")
+    __slots__ = ("ids", "last_prefiltered", "outcomes", "prefiltered", "reads", "request_reads", "state_reads", "tags")
 
     def __init__(
         self, reads: tuple[_Read, ...], ids: frozenset[int], tags: frozenset[str], prefiltered: frozenset[int]
@@ -361,6 +361,7 @@ class _Segment:
         # Prefiltered rules among them, which do nothing when the prefilter passes over them: the walk of the
         # segment is remembered by those the prefilter lets through too, and ends at the first of those.
         self.prefiltered = prefiltered
+        self.last_prefiltered = max(prefiltered, default=-1)
         self.outcomes: dict[tuple[object, ...], _Outcome] = {}
 
     def remember(self, key: tuple[object, ...], outcome: _Outcome) -> None:
@@ -377,9 +378,23 @@ class _Phase:
     "nolog,skipAfter:END-..."``. When no rule from the first gate on can write that variable, its value at the first
     gate is its value at every gate, so the gates' outcomes are known there: the walk switches to a program built
     for that value, without the gates and without the rules they skip, whose prefilter holds only the rules it can
-    reach. It stays on the full program while a rule is removed (``ctl``, ``disabled``) that may be a gate."""
+    reach. It stays on the full program while a rule is removed (``ctl``, ``disabled``) that may be a gate.
 
-    __slots__ = ("_candidates", "_specialised", "full", "gate_ids", "gate_tags", "gate_variable", "rules")
+    Before the walk switches, only the rules ahead of the first gate (CRS's initialisation and exclusion packages)
+    are reached: their own prefilter (``prologue``) decides for them, so that the request's values are not searched
+    for the patterns of every paranoia level but only for those of the rules the walk can reach."""
+
+    __slots__ = (
+        "_candidates",
+        "_specialised",
+        "first_gate",
+        "full",
+        "gate_ids",
+        "gate_tags",
+        "gate_variable",
+        "prologue",
+        "rules",
+    )
 
     def __init__(
         self,
@@ -402,6 +417,9 @@ class _Phase:
         self.gate_ids = frozenset(rule.rule_id for rule in rules if rule.gate and rule.rule_id is not None)
         self.gate_tags = frozenset(tag for rule in rules if rule.gate for tag in rule.tags)
         self._specialised: dict[bytes | None, _Program] = {}
+        self.first_gate = next((rule.position for rule in rules if rule.gate), count)
+        prologue = [candidate for position, candidate in self._candidates.items() if position < self.first_gate]
+        self.prologue = Prefilter(prologue) if prologue and self.gate_variable is not None else None
 
     def specialised(self, value: bytes | None) -> _Program:
         """The program for the gate variable's ``value`` (built on first use, then kept)."""
@@ -1118,6 +1136,8 @@ class _Transaction:
     # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long as
     # the request collections are.
     prefilter_hits: set[int] | None = None
+    # Whether those are the prologue's (_Phase), which decides only for the rules ahead of the first gate.
+    prefilter_prologue: bool = False
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
@@ -1132,6 +1152,8 @@ class _Transaction:
         disabled = self.disabled
         if gate_variable is not None and disabled and not compiled.gate_ids.isdisjoint(disabled):
             gate_variable = None
+        # Whether the walk may still switch to a specialised program (then the prologue's prefilter serves).
+        switching = gate_variable is not None
         index = 0
         # While a segment is walked for the first time with its values (the collections then log their writes):
         # the segment, its key and how many matches there were before it.
@@ -1149,10 +1171,8 @@ class _Transaction:
                 segment = program.segment(index)
                 passing: frozenset[int] = frozenset()
                 if segment.prefiltered:
-                    if self.prefilter_hits is None:
-                        assert program.prefilter is not None
-                        self.prefilter_hits = program.prefilter.hits(self._source_pairs)
-                    passing = segment.prefiltered.intersection(self.prefilter_hits)
+                    hits = self._prefilter_hits(program, compiled if switching else None, segment.last_prefiltered)
+                    passing = segment.prefiltered.intersection(hits)
                 if (not disabled or segment.ids.isdisjoint(disabled)) and not self._removals_touch(
                     segment.ids, segment.tags
                 ):
@@ -1178,13 +1198,13 @@ class _Transaction:
                 rules, nexts, jumps = program.rules, program.nexts, program.jumps
                 count = len(rules)
                 specialised = True
+                switching = False
+                if self.prefilter_prologue:
+                    self.prefilter_hits = None
                 index = program.entries[rule.position]
                 continue
             if rule.prefiltered:
-                hits = self.prefilter_hits
-                if hits is None:
-                    assert program.prefilter is not None
-                    hits = self.prefilter_hits = program.prefilter.hits(self._source_pairs)
+                hits = self._prefilter_hits(program, compiled if switching else None, rule.position)
                 if rule.position not in hits:
                     index = following
                     continue  # its operator matches none of the values it reads: it would do nothing
@@ -1213,11 +1233,31 @@ class _Transaction:
                 rules, nexts, jumps = program.rules, program.nexts, program.jumps
                 count = len(rules)
                 specialised = False
+                switching = False
                 self.prefilter_hits = None
                 following = rule.jump if rule.jump >= 0 else rule.position + 1
             index = following
         if recording is not None:
             self._remember(recording, count)
+
+    def _prefilter_hits(self, program: _Program, before_switch: _Phase | None, last: int) -> set[int]:
+        """The slots of the prefiltered rules that can match, for the rules up to position ``last``: from the
+        prologue's prefilter while the walk is ahead of the first gate of ``before_switch`` (the phase, when the walk
+        may still switch), else from the program's."""
+        hits = self.prefilter_hits
+        if hits is not None and not (
+            self.prefilter_prologue and (before_switch is None or last >= before_switch.first_gate)
+        ):
+            return hits
+        if before_switch is not None and before_switch.prologue is not None and last < before_switch.first_gate:
+            hits = before_switch.prologue.hits(self._source_pairs)
+            self.prefilter_prologue = True
+        else:
+            assert program.prefilter is not None
+            hits = program.prefilter.hits(self._source_pairs)
+            self.prefilter_prologue = False
+        self.prefilter_hits = hits
+        return hits
 
     def _segment_key(self, segment: _Segment) -> tuple[object, ...]:
         """The values a segment reads; TX, IP... members stand in by the number of their state when it is known."""
