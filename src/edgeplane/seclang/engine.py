@@ -259,6 +259,19 @@ class _Program:
     entries: Mapping[int, int]
     prefilter: Prefilter | None
     segments: dict[int, _Segment] = field(default_factory=dict, compare=False)
+    runs: dict[int, _Run] = field(default_factory=dict, compare=False)
+
+    def run(self, index: int) -> _Run:
+        """The run of prefiltered rules that starts at ``index`` (a prefiltered rule), found on first use."""
+        run = self.runs.get(index)
+        if run is None:
+            positions: list[int] = []
+            at = index
+            while at < len(self.rules) and self.rules[at].prefiltered:
+                positions.append(self.rules[at].position)
+                at = self.nexts[at]
+            run = self.runs[index] = _Run(frozenset(positions), at, positions[-1])
+        return run
 
     def segment(self, index: int) -> _Segment:
         """The segment that starts at ``index`` (a rule with ``pure_reads``), found on first use."""
@@ -286,6 +299,16 @@ class _Program:
             prefiltered = frozenset(rule.position for rule in rules if rule.prefiltered)
             segment = self.segments[index] = _Segment(reads, ids, tags, prefiltered)
         return segment
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """Prefiltered rules the walk reaches one after the other when none matches: when the prefilter lets none of
+    them through (``positions``), the walk goes on at ``end`` in one step. ``last`` is the last one's position."""
+
+    positions: frozenset[int]
+    end: int
+    last: int
 
 
 # How a pure rule reads a variable: (_TX_MEMBER, collection, key, None) a member of TX, IP...;
@@ -1204,10 +1227,16 @@ class _Transaction:
                 index = program.entries[rule.position]
                 continue
             if rule.prefiltered:
-                hits = self._prefilter_hits(program, compiled if switching else None, rule.position)
+                run = program.run(index)
+                hits = self.prefilter_hits
+                if hits is None or self.prefilter_prologue:
+                    hits = self._prefilter_hits(program, compiled if switching else None, run.last)
+                if hits.isdisjoint(run.positions):
+                    index = run.end
+                    continue  # their operators match none of the values they read: they would do nothing
                 if rule.position not in hits:
                     index = following
-                    continue  # its operator matches none of the values it reads: it would do nothing
+                    continue
             if disabled and rule.rule_id in disabled:
                 index = following
                 continue
