@@ -36,7 +36,9 @@ How the walk is kept cheap without changing what it does (``compile_rules(..., p
 walk, which the tests hold the fast one to):
 
 - a :class:`~edgeplane.seclang.prefilter.Prefilter` per phase passes over the pattern rules whose superset pattern
-  matches none of the values they read;
+  matches none of the values they read (a run of such rules in one step); ahead of the first paranoia level gate a
+  prefilter of the rules there only decides, so that a request's values are searched for the patterns of the level
+  it runs at rather than of every level;
 - at the first paranoia level gate of a phase the walk switches to a program built for the value of
   ``TX:executing_paranoia_level`` (no gates, no rules they skip), back to the full one when a ``ctl`` removes a
   gate (or a target of one);
@@ -1228,8 +1230,10 @@ class _Transaction:
                 continue
             if rule.prefiltered:
                 run = program.run(index)
-                hits = self.prefilter_hits
-                if hits is None or self.prefilter_prologue:
+                known = self.prefilter_hits
+                if known is not None and not self.prefilter_prologue:
+                    hits = known
+                else:
                     hits = self._prefilter_hits(program, compiled if switching else None, run.last)
                 if hits.isdisjoint(run.positions):
                     index = run.end
