@@ -36,7 +36,9 @@ How the walk is kept cheap without changing what it does (``compile_rules(..., p
 walk, which the tests hold the fast one to):
 
 - a :class:`~edgeplane.seclang.prefilter.Prefilter` per phase passes over the pattern rules whose superset pattern
-  matches none of the values they read;
+  matches none of the values they read (a run of such rules in one step); ahead of the first paranoia level gate a
+  prefilter of the rules there only decides, so that a request's values are searched for the patterns of the level
+  it runs at rather than of every level;
 - at the first paranoia level gate of a phase the walk switches to a program built for the value of
   ``TX:executing_paranoia_level`` (no gates, no rules they skip), back to the full one when a ``ctl`` removes a
   gate (or a target of one);
@@ -259,6 +261,19 @@ class _Program:
     entries: Mapping[int, int]
     prefilter: Prefilter | None
     segments: dict[int, _Segment] = field(default_factory=dict, compare=False)
+    runs: dict[int, _Run] = field(default_factory=dict, compare=False)
+
+    def run(self, index: int) -> _Run:
+        """The run of prefiltered rules that starts at ``index`` (a prefiltered rule), found on first use."""
+        run = self.runs.get(index)
+        if run is None:
+            positions: list[int] = []
+            at = index
+            while at < len(self.rules) and self.rules[at].prefiltered:
+                positions.append(self.rules[at].position)
+                at = self.nexts[at]
+            run = self.runs[index] = _Run(frozenset(positions), at, positions[-1])
+        return run
 
     def segment(self, index: int) -> _Segment:
         """The segment that starts at ``index`` (a rule with ``pure_reads``), found on first use."""
@@ -286,6 +301,16 @@ class _Program:
             prefiltered = frozenset(rule.position for rule in rules if rule.prefiltered)
             segment = self.segments[index] = _Segment(reads, ids, tags, prefiltered)
         return segment
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """Prefiltered rules the walk reaches one after the other when none matches: when the prefilter lets none of
+    them through (``positions``), the walk goes on at ``end`` in one step. ``last`` is the last one's position."""
+
+    positions: frozenset[int]
+    end: int
+    last: int
 
 
 # How a pure rule reads a variable: (_TX_MEMBER, collection, key, None) a member of TX, IP...;
@@ -346,17 +371,22 @@ class _Segment:
     ``REQUEST_LINE``, ``%{remote_addr}``); no ``ctl``. Walking them from the same values does the same, so the
     walk remembers what it did by those values (and the engine mode) and does it again in one step."""
 
-    __slots__ = ("ids", "outcomes", "prefiltered", "reads", "tags")
+    __slots__ = ("ids", "last_prefiltered", "outcomes", "prefiltered", "reads", "request_reads", "state_reads", "tags")
 
     def __init__(
         self, reads: tuple[_Read, ...], ids: frozenset[int], tags: frozenset[str], prefiltered: frozenset[int]
     ) -> None:
         self.reads = reads
+        # Reads of TX, IP... members, which the number of the collections' state stands for while it is known, and
+        # reads of the request, the same for the whole phase.
+        self.state_reads = tuple(read for read in reads if read[1] in _PER_REQUEST_COLLECTIONS)
+        self.request_reads = tuple(read for read in reads if read[1] not in _PER_REQUEST_COLLECTIONS)
         self.ids = ids
         self.tags = tags  # of its rules: a ctl removing rules or targets by tag may concern them
         # Prefiltered rules among them, which do nothing when the prefilter passes over them: the walk of the
         # segment is remembered by those the prefilter lets through too, and ends at the first of those.
         self.prefiltered = prefiltered
+        self.last_prefiltered = max(prefiltered, default=-1)
         self.outcomes: dict[tuple[object, ...], _Outcome] = {}
 
     def remember(self, key: tuple[object, ...], outcome: _Outcome) -> None:
@@ -373,9 +403,23 @@ class _Phase:
     "nolog,skipAfter:END-..."``. When no rule from the first gate on can write that variable, its value at the first
     gate is its value at every gate, so the gates' outcomes are known there: the walk switches to a program built
     for that value, without the gates and without the rules they skip, whose prefilter holds only the rules it can
-    reach. It stays on the full program while a rule is removed (``ctl``, ``disabled``) that may be a gate."""
+    reach. It stays on the full program while a rule is removed (``ctl``, ``disabled``) that may be a gate.
 
-    __slots__ = ("_candidates", "_specialised", "full", "gate_ids", "gate_tags", "gate_variable", "rules")
+    Before the walk switches, only the rules ahead of the first gate (CRS's initialisation and exclusion packages)
+    are reached: their own prefilter (``prologue``) decides for them, so that the request's values are not searched
+    for the patterns of every paranoia level but only for those of the rules the walk can reach."""
+
+    __slots__ = (
+        "_candidates",
+        "_specialised",
+        "first_gate",
+        "full",
+        "gate_ids",
+        "gate_tags",
+        "gate_variable",
+        "prologue",
+        "rules",
+    )
 
     def __init__(
         self,
@@ -398,6 +442,9 @@ class _Phase:
         self.gate_ids = frozenset(rule.rule_id for rule in rules if rule.gate and rule.rule_id is not None)
         self.gate_tags = frozenset(tag for rule in rules if rule.gate for tag in rule.tags)
         self._specialised: dict[bytes | None, _Program] = {}
+        self.first_gate = next((rule.position for rule in rules if rule.gate), count)
+        prologue = [candidate for position, candidate in self._candidates.items() if position < self.first_gate]
+        self.prologue = Prefilter(prologue) if prologue and self.gate_variable is not None else None
 
     def specialised(self, value: bytes | None) -> _Program:
         """The program for the gate variable's ``value`` (built on first use, then kept)."""
@@ -1100,15 +1147,22 @@ class _Transaction:
     force_request_body: bool = False
     # Request collections and their key indexes, valid until the body processor changes (ctl).
     collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
-    index_cache: dict[str, dict[bytes, list[tuple[bytes, bytes]]]] = field(default_factory=dict)
+    index_cache: dict[str, tuple[Sequence[tuple[bytes, bytes]], dict[bytes, list[tuple[bytes, bytes]]]]] = field(
+        default_factory=dict
+    )
     # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
     # repeats the same targets and pipeline across dozens of rules.
     entries_cache: dict[tuple[int, Pipeline], list[tuple[bytes, Sequence[bytes]]]] = field(default_factory=dict)
     # Request values read for segment keys, by read; valid as long as the request collections are.
     read_cache: dict[_Read, object] = field(default_factory=dict)
+    # Request collections read whole (no selector) as rules see them in this phase; valid as long as the request
+    # collections are.
+    whole_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
     # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long as
     # the request collections are.
     prefilter_hits: set[int] | None = None
+    # Whether those are the prologue's (_Phase), which decides only for the rules ahead of the first gate.
+    prefilter_prologue: bool = False
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
@@ -1123,6 +1177,8 @@ class _Transaction:
         disabled = self.disabled
         if gate_variable is not None and disabled and not compiled.gate_ids.isdisjoint(disabled):
             gate_variable = None
+        # Whether the walk may still switch to a specialised program (then the prologue's prefilter serves).
+        switching = gate_variable is not None
         index = 0
         # While a segment is walked for the first time with its values (the collections then log their writes):
         # the segment, its key and how many matches there were before it.
@@ -1140,14 +1196,12 @@ class _Transaction:
                 segment = program.segment(index)
                 passing: frozenset[int] = frozenset()
                 if segment.prefiltered:
-                    if self.prefilter_hits is None:
-                        assert program.prefilter is not None
-                        self.prefilter_hits = program.prefilter.hits(self._source_pairs)
-                    passing = segment.prefiltered.intersection(self.prefilter_hits)
+                    hits = self._prefilter_hits(program, compiled if switching else None, segment.last_prefiltered)
+                    passing = segment.prefiltered.intersection(hits)
                 if (not disabled or segment.ids.isdisjoint(disabled)) and not self._removals_touch(
                     segment.ids, segment.tags
                 ):
-                    key = (passing, *self._segment_key(segment.reads))
+                    key = (passing, *self._segment_key(segment))
                     outcome = segment.outcomes.get(key)
                     if outcome is not None:
                         self._replay(outcome)
@@ -1169,16 +1223,24 @@ class _Transaction:
                 rules, nexts, jumps = program.rules, program.nexts, program.jumps
                 count = len(rules)
                 specialised = True
+                switching = False
+                if self.prefilter_prologue:
+                    self.prefilter_hits = None
                 index = program.entries[rule.position]
                 continue
             if rule.prefiltered:
-                hits = self.prefilter_hits
-                if hits is None:
-                    assert program.prefilter is not None
-                    hits = self.prefilter_hits = program.prefilter.hits(self._source_pairs)
+                run = program.run(index)
+                known = self.prefilter_hits
+                if known is not None and not self.prefilter_prologue:
+                    hits = known
+                else:
+                    hits = self._prefilter_hits(program, compiled if switching else None, run.last)
+                if hits.isdisjoint(run.positions):
+                    index = run.end
+                    continue  # their operators match none of the values they read: they would do nothing
                 if rule.position not in hits:
                     index = following
-                    continue  # its operator matches none of the values it reads: it would do nothing
+                    continue
             if disabled and rule.rule_id in disabled:
                 index = following
                 continue
@@ -1204,39 +1266,56 @@ class _Transaction:
                 rules, nexts, jumps = program.rules, program.nexts, program.jumps
                 count = len(rules)
                 specialised = False
+                switching = False
                 self.prefilter_hits = None
                 following = rule.jump if rule.jump >= 0 else rule.position + 1
             index = following
         if recording is not None:
             self._remember(recording, count)
 
-    def _segment_key(self, reads: tuple[_Read, ...]) -> tuple[object, ...]:
+    def _prefilter_hits(self, program: _Program, before_switch: _Phase | None, last: int) -> set[int]:
+        """The slots of the prefiltered rules that can match, for the rules up to position ``last``: from the
+        prologue's prefilter while the walk is ahead of the first gate of ``before_switch`` (the phase, when the walk
+        may still switch), else from the program's."""
+        hits = self.prefilter_hits
+        if hits is not None and not (
+            self.prefilter_prologue and (before_switch is None or last >= before_switch.first_gate)
+        ):
+            return hits
+        if before_switch is not None and before_switch.prologue is not None and last < before_switch.first_gate:
+            hits = before_switch.prologue.hits(self._source_pairs)
+            self.prefilter_prologue = True
+        else:
+            assert program.prefilter is not None
+            hits = program.prefilter.hits(self._source_pairs)
+            self.prefilter_prologue = False
+        self.prefilter_hits = hits
+        return hits
+
+    def _segment_key(self, segment: _Segment) -> tuple[object, ...]:
         """The values a segment reads; TX, IP... members stand in by the number of their state when it is known."""
         state = self.state
         key: list[object] = [self.mode, state]
-        collections = self.collections
+        if state is None:
+            key.extend(self._read(read) for read in segment.state_reads)
         request_reads = self.read_cache
-        for read in reads:
-            kind, collection, name, selector = read
-            if collection in collections:
-                if state is not None:
-                    continue
-                if kind == _TX_MEMBER:
-                    key.append(collections[collection].get(name))  # type: ignore[arg-type]
-                    continue
+        for read in segment.request_reads:
             value = request_reads.get(read, _UNREAD)
             if value is _UNREAD:
-                if kind == _REQUEST_PAIRS:
-                    value = tuple(self._pairs(collection, selector))
-                elif kind == _COUNT:
-                    value = len(self._pairs(collection, selector))
-                else:
-                    value = self.macro_value(collection, name)
-                # Request values stay the same for the phase, except the TX, IP... members a key regex selects.
-                if collection not in collections:
-                    request_reads[read] = value
+                value = request_reads[read] = self._read(read)  # the same for the phase
             key.append(value)
         return tuple(key)
+
+    def _read(self, read: _Read) -> object:
+        """The value of one variable a segment reads, as its key holds it."""
+        kind, collection, name, selector = read
+        if kind == _TX_MEMBER:
+            return self.collections[collection].get(name)  # type: ignore[arg-type]
+        if kind == _REQUEST_PAIRS:
+            return tuple(self._pairs(collection, selector))
+        if kind == _COUNT:
+            return len(self._pairs(collection, selector))
+        return self.macro_value(collection, name)
 
     def _remember(self, recording: tuple[_Segment, tuple[object, ...], int, int | None], leave_at: int) -> None:
         segment, key, matched, state = recording
@@ -1427,6 +1506,7 @@ class _Transaction:
             self.index_cache.clear()
         self.entries_cache.clear()
         self.read_cache.clear()
+        self.whole_cache.clear()
         self.prefilter_hits = None
 
     # -- variables -------------------------------------------------------------------------------------------------
@@ -1463,6 +1543,22 @@ class _Transaction:
         return removed
 
     def _pairs(self, collection: str, selector: _Selector | None) -> Sequence[tuple[bytes, bytes]]:
+        """The (key, value) pairs of ``collection`` that ``selector`` selects (all of them without one), as a rule
+        reads them now."""
+        pairs = self.whole_cache.get(collection)
+        if pairs is None:
+            if collection in self.collections or collection in _MATCHED or collection == "XML":
+                return self._written_pairs(collection, selector)
+            pairs = self.whole_cache[collection] = self._request_pairs(collection)
+        if selector is None or not pairs:
+            return pairs
+        literal = selector.literal
+        if literal is not None:
+            return self._index(collection, pairs).get(literal, ())
+        return [(key, value) for key, value in pairs if selector.matches(key)]
+
+    def _written_pairs(self, collection: str, selector: _Selector | None) -> Sequence[tuple[bytes, bytes]]:
+        """The pairs of TX, IP..., MATCHED_* and XML, which rules write or which a selector computes."""
         literal = selector.literal if selector is not None else None
         if collection in self.collections:
             store = self.collections[collection]
@@ -1475,36 +1571,35 @@ class _Transaction:
             pairs: Sequence[tuple[bytes, bytes]] = [(key.encode("latin-1"), value) for key, value in store.items()]
         elif collection in _MATCHED:
             pairs = self._matched_pairs(collection)
-        elif collection == "XML":
+        else:  # XML
             if self.phase == 1:
                 return ()
             return self.variables.xml(selector.text.encode("utf-8") if selector else b"/*")
-        elif self._hidden(collection):
-            return ()
-        else:
-            if self.phase == 1:
-                collection = _PHASE1_FALLBACK.get(collection, collection)
-            if literal is not None:
-                return self._index(collection).get(literal, ())
-            pairs = self._collection(collection)
         if selector is None:
             return pairs
         return [(key, value) for key, value in pairs if selector.matches(key)]
 
-    def _collection(self, collection: str) -> Sequence[tuple[bytes, bytes]]:
+    def _request_pairs(self, collection: str) -> Sequence[tuple[bytes, bytes]]:
+        """A request collection whole, as this phase shows it (body collections hidden in phase 1, where ARGS is the
+        query's)."""
+        if self._hidden(collection):
+            return ()
+        if self.phase == 1:
+            collection = _PHASE1_FALLBACK.get(collection, collection)
         pairs = self.collection_cache.get(collection)
         if pairs is None:
             pairs = self.collection_cache[collection] = self.variables.collection(collection)
         return pairs
 
-    def _index(self, collection: str) -> dict[bytes, list[tuple[bytes, bytes]]]:
-        """The members of a request collection by lower-case key (built once per phase)."""
-        index = self.index_cache.get(collection)
-        if index is None:
-            index = {}
-            for key, value in self._collection(collection):
-                index.setdefault(key.lower(), []).append((key, value))
-            self.index_cache[collection] = index
+    def _index(self, collection: str, pairs: Sequence[tuple[bytes, bytes]]) -> dict[bytes, list[tuple[bytes, bytes]]]:
+        """The members of ``pairs`` (the collection as this phase shows it) by lower-case key, built once for them."""
+        indexed = self.index_cache.get(collection)
+        if indexed is not None and indexed[0] is pairs:
+            return indexed[1]
+        index: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        for key, value in pairs:
+            index.setdefault(key.lower(), []).append((key, value))
+        self.index_cache[collection] = (pairs, index)
         return index
 
     def _hidden(self, collection: str) -> bool:

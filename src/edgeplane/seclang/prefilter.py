@@ -172,9 +172,14 @@ class _PipelineSet:
 class _Readers:
     """The rules that read one kind of value (a source's member) and what a value hits among them."""
 
-    __slots__ = ("_all", "_memo", "_other_sets", "_word_groups", "indexes", "sets")
+    __slots__ = ("_combined", "_memo", "_other_sets", "_word_groups", "indexes", "sets")
 
-    def __init__(self, indexes: frozenset[int], sets: Sequence[_PipelineSet]) -> None:
+    def __init__(
+        self,
+        indexes: frozenset[int],
+        sets: Sequence[_PipelineSet],
+        combined: dict[tuple[_PipelineSet, ...], _PipelineSet],
+    ) -> None:
         self.indexes = indexes
         self.sets = tuple(
             pattern_set for pattern_set in sets if any(index in indexes for index, _ in pattern_set.rules)
@@ -190,7 +195,9 @@ class _Readers:
             else:
                 by_forms.setdefault(forms, (pattern_set.pipeline, []))[1].append(pattern_set)
         self._word_groups = tuple(by_forms.values())
-        self._all: _PipelineSet | None = None
+        # The patterns of every set, searched together, by the sets: shared by the readers that read with the same
+        # pipelines (hits are filtered by ``indexes``), so that each is compiled once.
+        self._combined = combined
         self._memo: BoundedMemo[bytes, frozenset[int]] = BoundedMemo(
             self._slots, max_entries=_MEMO_MAX_ENTRIES, max_length=_MEMO_MAX_LENGTH
         )
@@ -226,9 +233,11 @@ class _Readers:
         return frozenset(slots)
 
     def _every_pattern(self) -> _PipelineSet:
-        if self._all is None:
-            self._all = _PipelineSet(self.sets[0].pipeline, [rule for each in self.sets for rule in each.rules])
-        return self._all
+        every = self._combined.get(self.sets)
+        if every is None:
+            every = _PipelineSet(self.sets[0].pipeline, [rule for each in self.sets for rule in each.rules])
+            self._combined[self.sets] = every
+        return every
 
 
 class Prefilter:
@@ -238,6 +247,7 @@ class Prefilter:
     __slots__ = (
         "_by_pairs",
         "_by_source",
+        "_combined",
         "_interned",
         "_readers",
         "_reading_all",
@@ -272,6 +282,7 @@ class Prefilter:
             for source in self.sources
         }
         self._interned: dict[frozenset[int], _Readers] = {}
+        self._combined: dict[tuple[_PipelineSet, ...], _PipelineSet] = {}
         self._readers: BoundedMemo[tuple[Source, bytes], _Readers | None] = BoundedMemo(
             self._readers_of, max_entries=_MEMO_MAX_ENTRIES
         )
@@ -312,5 +323,5 @@ class Prefilter:
             return None
         readers = self._interned.get(indexes)
         if readers is None:
-            readers = self._interned[indexes] = _Readers(indexes, self._sets)
+            readers = self._interned[indexes] = _Readers(indexes, self._sets, self._combined)
         return readers
