@@ -65,7 +65,6 @@ class EdgeSnapshot:
     none."""
 
     version: int = 0
-    zones: dict[str, ZoneRoute] = field(default_factory=dict)
     web3_hostnames: dict[str, ZoneRoute] = field(default_factory=dict)
     firewalls: dict[str, Firewall] = field(default_factory=dict)
     attack_score_zones: frozenset[str] = frozenset()  # the zones whose attack scores an enabled Logpush job logs
@@ -109,9 +108,7 @@ def read_edge_snapshot(
             firewall = _zone_firewall(session, route)
             if firewall is not None and not firewall.empty:
                 compiled[route.zone_id] = firewall
-        return EdgeSnapshot(
-            version=version, zones=zones, web3_hostnames=hostnames, firewalls=compiled, attack_score_zones=scored
-        )
+        return EdgeSnapshot(version=version, web3_hostnames=hostnames, firewalls=compiled, attack_score_zones=scored)
 
 
 def read_delivery_snapshot(database: Database) -> DeliverySnapshot:
