@@ -18,7 +18,8 @@ import os
 
 from setuptools import Extension, setup
 
-# The modules of the SecLang walk (the engine, the prefilter, the reads, the actions, operators and transformations)
+# The modules of the SecLang walk (the engine, the prefilter, the reads, the request and its body processors, the
+# actions, operators and transformations)
 # and the bounded memo they look values up in. The group's shared library is ``edgeplane_seclang__mypyc``.
 COMPILED_MODULES = [
     "src/edgeplane/bounded_memo.py",
@@ -27,6 +28,8 @@ COMPILED_MODULES = [
     "src/edgeplane/seclang/operators.py",
     "src/edgeplane/seclang/pipeline.py",
     "src/edgeplane/seclang/prefilter.py",
+    "src/edgeplane/seclang/request.py",
+    "src/edgeplane/seclang/request_body.py",
     "src/edgeplane/seclang/transformations.py",
     "src/edgeplane/seclang/variables.py",
 ]

@@ -26,6 +26,8 @@ COMPILED_MODULES = (
     "edgeplane.seclang.operators",
     "edgeplane.seclang.pipeline",
     "edgeplane.seclang.prefilter",
+    "edgeplane.seclang.request",
+    "edgeplane.seclang.request_body",
     "edgeplane.seclang.transformations",
     "edgeplane.seclang.variables",
 )
