@@ -1,8 +1,58 @@
-"""The one part of the build that ``pyproject.toml`` cannot declare on its own: the optional C module of the request
-log (``src/edgeplane/edge/row_writer.c``). Without a C compiler the install goes on without it and the request log
-writes every row with its Python code (``RequestLog.commit_in_python``)."""
+"""The parts of the build that ``pyproject.toml`` cannot declare on its own: two optional groups of C extensions.
+
+- The request log's C module (``src/edgeplane/edge/row_writer.c``). Without it the request log writes every row with
+  its Python code (``RequestLog.commit_in_python``).
+- The SecLang engine's walk, compiled from its own Python source by mypyc (``COMPILED_MODULES``): the OWASP Core
+  Ruleset runs a few hundred rules per request, and interpreted, the walk's cost is the interpreter's cost per step
+  (docs/benchmarks.md, "The SecLang engine against ModSecurity"). mypyc turns the same typed modules into C, so there
+  is one implementation: the interpreted source is the compiled one's test oracle (``tests/seclang/test_compiled.py``).
+  The extension modules sit beside their sources and Python imports them first; without them (no C compiler, or
+  ``EDGEPLANE_NO_MYPYC=1``) the same modules run interpreted.
+
+Without a C compiler the install goes on without either.
+"""
+
+from __future__ import annotations
+
+import os
 
 from setuptools import Extension, setup
+
+# The modules of the SecLang walk (the engine, the prefilter, the reads, the request and its body processors, the
+# actions, operators and transformations)
+# and the bounded memo they look values up in. The group's shared library is ``edgeplane_seclang__mypyc``.
+COMPILED_MODULES = [
+    "src/edgeplane/bounded_memo.py",
+    "src/edgeplane/seclang/actions.py",
+    "src/edgeplane/seclang/engine.py",
+    "src/edgeplane/seclang/operators.py",
+    "src/edgeplane/seclang/pipeline.py",
+    "src/edgeplane/seclang/prefilter.py",
+    "src/edgeplane/seclang/request.py",
+    "src/edgeplane/seclang/request_body.py",
+    "src/edgeplane/seclang/transformations.py",
+    "src/edgeplane/seclang/variables.py",
+]
+
+# mypy's view of the code for compiling it, the same wherever the build runs (in the project's environment or in an
+# isolated build environment without the project's dependencies): no configuration file (the project's loads a
+# pydantic plugin), imports that cannot be found typed as Any, errors reported only for the compiled modules.
+MYPYC_OPTIONS = ["--config-file", os.devnull, "--ignore-missing-imports", "--follow-imports", "silent"]
+
+
+def seclang_extensions() -> list[Extension]:
+    """The mypyc extensions of the SecLang walk, each optional; none when mypyc is missing or turned off."""
+    if os.environ.get("EDGEPLANE_NO_MYPYC") == "1":
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        return []
+    extensions = mypycify(MYPYC_OPTIONS + COMPILED_MODULES, group_name="edgeplane_seclang")
+    for extension in extensions:
+        extension.optional = True
+    return extensions
+
 
 setup(
     ext_modules=[
@@ -11,6 +61,7 @@ setup(
             sources=["src/edgeplane/edge/row_writer.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        *seclang_extensions(),
     ]
 )

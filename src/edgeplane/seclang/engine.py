@@ -353,7 +353,9 @@ class _WriteLog(dict[str, bytes]):
 
     def pop(self, member: str, *default: object) -> object:  # type: ignore[override]
         self.log.append((member, None))
-        return super().pop(member, *default)
+        if default and member not in self:
+            return default[0]
+        return super().pop(member)
 
     def setdefault(self, member: str, value: bytes) -> bytes:
         if member not in self:

@@ -95,8 +95,13 @@ class JsonBody:
     error: bytes | None = None
 
 
-class _Object(list[tuple[str, object]]):
-    """A JSON object as its members in order, duplicates kept."""
+class _Object:
+    """A JSON object as its members in order, duplicates kept (the decoder's ``object_pairs_hook``)."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, members: list[tuple[str, object]]) -> None:
+        self.members = members
 
 
 class _DepthExceeded(Exception):
@@ -128,14 +133,14 @@ def _scalar(value: object) -> bytes:
 def _flatten(value: object, key: bytes, out: list[tuple[bytes, bytes]], depth: int, depth_limit: int) -> None:
     """Append the arguments under ``value`` in document order; raises _DepthExceeded (and RecursionError on a
     document deeper than the interpreter allows, which the caller hands to the iterative parser)."""
-    if not isinstance(value, list):
+    if not isinstance(value, (_Object, list)):
         out.append((key, _scalar(value)))
         return
     if depth >= depth_limit:
         raise _DepthExceeded
     depth += 1
     if isinstance(value, _Object):
-        for name, member in value:
+        for name, member in value.members:
             child = key + b"." + (_utf8(name) if name else b"empty-key")
             if isinstance(member, str):
                 out.append((child, _utf8(member)))

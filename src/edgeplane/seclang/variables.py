@@ -158,7 +158,7 @@ class RequestVariables:
         self._processor = processor
         self._parsed = None
         self._xpaths.clear()
-        for key in _BODY_DEPENDENT & self._values.keys():
+        for key in self._values.keys() & _BODY_DEPENDENT:
             del self._values[key]
 
     # --- request line ---------------------------------------------------------------------------------------------

@@ -1,0 +1,81 @@
+"""The SecLang walk compiled by mypyc (``setup.py``) against the same source interpreted, its oracle: the compiled
+modules are in use (and not older than their sources: a warning), and on CRS's regression corpus both do exactly the
+same (every match with its message, log data and matched value, the interruption, the final TX collection)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.seclang.interpreted_walk import walk_outcomes
+from tests.seclang.test_crs_regression import CRS_RULES
+from tests.support import crs_corpus
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+COMPILED_MODULES = (
+    "edgeplane.bounded_memo",
+    "edgeplane.seclang.actions",
+    "edgeplane.seclang.engine",
+    "edgeplane.seclang.operators",
+    "edgeplane.seclang.pipeline",
+    "edgeplane.seclang.prefilter",
+    "edgeplane.seclang.request",
+    "edgeplane.seclang.request_body",
+    "edgeplane.seclang.transformations",
+    "edgeplane.seclang.variables",
+)
+compiled_build = pytest.mark.skipif(
+    os.environ.get("EDGEPLANE_NO_MYPYC") == "1", reason="built without mypyc (EDGEPLANE_NO_MYPYC=1)"
+)
+
+
+def _origin(name: str) -> Path:
+    module = importlib.import_module(name)
+    assert module.__file__ is not None
+    return Path(module.__file__)
+
+
+@compiled_build
+@pytest.mark.parametrize("name", COMPILED_MODULES)
+def test_the_module_runs_compiled(name: str) -> None:
+    assert _origin(name).suffix == ".so", f"{name} runs interpreted: run scripts/bootstrap dev to compile it"
+
+
+@pytest.mark.parametrize("name", COMPILED_MODULES)
+def test_a_compiled_module_is_not_older_than_its_source(name: str) -> None:
+    """A warning, not a failure: a checkout gives an unchanged file a new time (``scripts/bootstrap`` compiles again
+    when the sources' content changed)."""
+    origin = _origin(name)
+    if origin.suffix != ".so":
+        pytest.skip(f"{name} runs interpreted")
+    source = REPO_ROOT / "src" / Path(*name.split(".")).with_suffix(".py")
+    if origin.stat().st_mtime < source.stat().st_mtime:
+        warnings.warn(f"{origin.name} is older than {source.name}: run scripts/bootstrap dev", stacklevel=1)
+
+
+@pytest.mark.skipif(
+    not crs_corpus.available() or not CRS_RULES.is_dir(),
+    reason="CRS regression corpus or modsecurity-crs not installed",
+)
+def test_the_compiled_walk_does_what_the_interpreted_walk_does() -> None:
+    interpreted = subprocess.run(
+        [sys.executable, "-m", "tests.seclang.interpreted_walk"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        check=True,
+        timeout=600,
+    )
+    oracle = orjson.loads(interpreted.stdout)
+    assert all(file.endswith(".py") for file in oracle["files"]), "the oracle ran compiled modules"
+    expected = oracle["outcomes"]
+    actual = orjson.loads(orjson.dumps(walk_outcomes()))
+    assert len(actual) == len(expected) > 2000
+    differing = [case[0] for case, oracle in zip(actual, expected, strict=True) if case != oracle]
+    assert not differing, f"{len(differing)} cases differ, e.g. {differing[:5]}"
