@@ -15,7 +15,8 @@ The bytes are exactly those of the per-record encoder (a property test holds the
 - floats and arrays (rare in records, and with text forms Arrow writes differently from ``orjson``) value by value
   with ``orjson``; objects, stored as their JSON text, as they are;
 - a column missing from the block, or holding only nulls, is a constant ``null`` folded into the text around it; one
-  of a type its field does not have is written as the per-record encoder would write its values.
+  of a type its field does not have (a loose column, ``record_columns.batch_of_any_rows``, among them) is written as
+  the per-record encoder would write its values.
 
 Only ndjson without ``record_template`` is written this way (``compile_column_encoder`` returns ``None`` for csv and
 templates, which delivery then formats per record).
@@ -32,7 +33,7 @@ import pyarrow.compute as pc
 
 from edgeplane.logs.datasets import Dataset
 from edgeplane.logs.output_options import OutputOptions
-from edgeplane.logs.record_columns import arrow_schema
+from edgeplane.logs.record_columns import arrow_schema, loose_values
 from edgeplane.logs.record_format import timestamp_converter
 
 ColumnEncoder = Callable[[pa.RecordBatch], list[bytes]]
@@ -154,7 +155,7 @@ def _timestamps(column: pa.Array, timestamp_format: str) -> tuple[pa.Array, bool
 def _one_by_one(column: pa.Array, timestamp_format: str | None) -> pa.Array:
     """The column's JSON text value by value with ``orjson`` (timestamps converted as the per-record encoder does)."""
     dumps = orjson.dumps
-    values = column.to_pylist()
+    values = loose_values(column)
     convert = timestamp_converter(timestamp_format) if timestamp_format is not None else None
     if convert is not None:
         values = [convert(value) for value in values]

@@ -1,18 +1,17 @@
 """The intake of the edge's records: the sealed periods of the edge workers' request journals, appended to their log
-stores (in the delivery process, the stores' one writer).
-
-Each sealed period (``edgeplane.logs.request_journal``: its frames, or the chunks of a period of the earlier format,
-read into ``RequestRows``) becomes one Arrow record batch of ``http_requests`` rows (``RequestRows.batch``), appended to
-the store of the worker that journalled it; rows no batch can hold (a text Arrow refuses) and the rows kept whole (a
-firewall match) go to the store as dictionaries, which it keeps as JSON lines; ``firewall_events`` records as a batch of
-their own. Once the store has written a period's records (``flush``), the period's file is deleted. A store that refuses
-(its disk fell behind) leaves the file in place, and a later ``ingest`` tries again, from the part it refused (a period
-goes in up to three parts: its batch, its rows kept whole, its firewall events; those the store took are not appended
-again); a store that has not written them within ``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is not
-taken further until it has (so nothing is appended twice). A frame that cannot be read (a damaged file) ends its period
-with a warning, and the frames before it are taken (a frame a kill cut short was never committed: the journal's reader
-stops before it); a period that cannot be converted at all is quarantined as ``<period>.unreadable`` with an error in
-the log, and the others go on. Only the edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops
+stores (in the delivery process, the stores' one writer). Each sealed period (``edgeplane.logs.request_journal``: its
+frames, or the chunks of a period of the earlier format, read into ``RequestRows``) becomes one Arrow record batch of
+``http_requests`` rows (``RequestRows.batch``), appended to the store of the worker that journalled it; rows no batch
+can hold (a text Arrow refuses) and the rows kept whole (a firewall match) go to the store as dictionaries, which it
+keeps in columns too (loose ones for what does not fit the schema); ``firewall_events`` records as a batch of their own.
+Once the store has written a period's records (``flush``), the period's file is deleted. A store that refuses (its disk
+fell behind) leaves the file in place, and a later ``ingest`` tries again, from the part it refused (a period goes in up
+to three parts: its batch, its rows kept whole, its firewall events; those the store took are not appended again); a
+store that has not written them within ``FLUSH_WAIT_SECONDS`` keeps the files too, and its journal is not taken further
+until it has (so nothing is appended twice). A frame that cannot be read (a damaged file) ends its period with a
+warning, and the frames before it are taken (a frame a kill cut short was never committed: the journal's reader stops
+before it); a period that cannot be converted at all is quarantined as ``<period>.unreadable`` with an error in the log,
+and the others go on. Only the edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops
 journalled records.
 """
 

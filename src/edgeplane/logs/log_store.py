@@ -17,14 +17,15 @@ Layout on disk::
     <directory>/<dataset>/cursors/<job id>.cursor          one file per job: its position, as decimal text
 
 A segment is a sequence of *blocks*, one per dataset per flush (large flushes are split): a 24-byte header (magic,
-payload length, record count, first offset, CRC32 of header and payload) then the payload. With magic ``EPLB`` the
-payload is the records joined by ``\\n``; with ``EPLC`` it is an Arrow IPC stream of one record batch
-(``edgeplane.logs.record_columns``), written for records given to ``append_columns`` (serialised by the caller, so
-that the flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most
-``_ROWS_PER_BLOCK`` of them. Rows that do not fit their dataset's schema are written as JSON lines instead, so
-nothing is refused for its shape. A block is written with one ``write`` and is valid only when its CRC
-matches, so a write torn by a crash is recognised; opening the store for writing truncates the last segment after
-its last valid block.
+payload length, record count, first offset, CRC32 of header and payload) then the payload. The store writes one
+form, magic ``EPLC``: an Arrow IPC stream of one record batch (``edgeplane.logs.record_columns``), for records given
+to ``append_columns`` (serialised by the caller, so that the flusher thread only writes) or to ``append_rows``
+(converted on the flusher thread), at most ``_ROWS_PER_BLOCK`` of them. Rows that do not fit their dataset's schema
+keep their odd columns loose (each value's JSON text, ``record_columns.batch_of_any_rows``), and records given as
+bytes (``append``) are kept as they are in one column, so nothing is refused for its shape. Blocks of magic
+``EPLB`` (the records joined by ``\\n``), which releases before this one wrote, are still read, never written. A
+block is written with one ``write`` and is valid only when its CRC matches, so a write torn by a crash is
+recognised; opening the store for writing truncates the last segment after its last valid block.
 
 Durability contract of ``append``:
 
@@ -74,19 +75,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-import orjson
 import pyarrow as pa
 from isal.isal_zlib import crc32  # the same CRC-32 as zlib's, many times faster on large blocks
 
-from edgeplane.logs.record_columns import Compression, conform, decode_block, encode_batch, encode_rows, lines_of
+from edgeplane.logs.record_columns import (
+    Compression,
+    batch_of_any_rows,
+    batch_of_given_lines,
+    batch_of_lines,
+    conform,
+    decode_block,
+    encode_batch,
+    json_text,
+    lines_given,
+    lines_of,
+)
 
 SEGMENT_SUFFIX: Final = ".seg"
 CURSOR_SUFFIX: Final = ".cursor"
 OFFSET_DIGITS: Final = 20
 
-_MAGIC: Final = b"EPLB"
+_MAGIC_LINES: Final = b"EPLB"  # blocks of lines: read (an earlier release wrote them), never written
 _MAGIC_COLUMNS: Final = b"EPLC"
-_MAGICS: Final = (_MAGIC, _MAGIC_COLUMNS)
+_MAGICS: Final = (_MAGIC_LINES, _MAGIC_COLUMNS)
 _ROWS_PER_BLOCK: Final = 8192
 _ROW_BYTES: Final = 256  # a dictionary's overhead in the buffer bound, on top of its strings (``_row_size``)
 # magic, payload length, record count, first offset; then the CRC32 of these 20 bytes and the payload.
@@ -158,11 +169,12 @@ class Batch:
 
 @dataclass(frozen=True, slots=True)
 class ColumnBatch:
-    """Records read from one dataset in the form they are stored: ``parts`` in order, each an Arrow record batch
-    (records kept in columns) or a list of JSON lines (records appended as bytes, or not fitting the schema).
-    Together they hold the records from ``position`` to ``next_position``; an empty batch means none is available."""
+    """Records read from one dataset in columns: ``parts`` in order, each an Arrow record batch (records given as
+    bytes, and those of blocks of lines an earlier release wrote, decoded into columns:
+    ``record_columns.batch_of_given_lines``). Together they hold the records from ``position`` to ``next_position``;
+    an empty batch means none is available."""
 
-    parts: list[pa.RecordBatch | list[bytes]]
+    parts: list[pa.RecordBatch]
     position: int
     next_position: int
 
@@ -242,9 +254,8 @@ class LogStore(Protocol):
         max_bytes: int = 8 << 20,
         columns: Collection[str] | None = None,
     ) -> ColumnBatch:
-        """Like ``read``, with the records in the form they are stored (see ``ColumnBatch``); with ``columns``,
-        blocks kept in columns may hold only those of their columns (a reader that needs a few of them does not
-        decompress the others)."""
+        """Like ``read``, with the records in columns (see ``ColumnBatch``); with ``columns``, a batch may hold only
+        those of its columns (a reader that needs a few of them does not decompress the others)."""
         ...
 
     def load_cursor(self, dataset: str, job_id: int) -> int | None:
@@ -566,7 +577,7 @@ class SegmentedLogStore:
         *,
         columns: bool,
         names: Collection[str] | None = None,
-    ) -> tuple[list[pa.RecordBatch | list[bytes]], int]:
+    ) -> tuple[list[pa.RecordBatch] | list[list[bytes]], int]:
         published = self._published(dataset)
         if position > published.end:
             raise PositionAheadError(dataset, position, published.end)
@@ -575,7 +586,7 @@ class SegmentedLogStore:
         segments = published.segments
         if not segments or position < segments[0]:
             raise PositionLostError(dataset, position, segments[0] if segments else published.end)
-        parts: list[pa.RecordBatch | list[bytes]] = []
+        parts: list[Any] = []  # record batches with ``columns``, else lists of lines
         taken = 0
         taken_bytes = 0
         hint = self._read_hints.get((dataset, position))  # kept: another job may read from the same position
@@ -605,8 +616,14 @@ class SegmentedLogStore:
                 if skip < 0:
                     raise CorruptSegmentError(f"{dataset}: records {next_position} to {block.first} are missing")
                 room = max_records - taken
-                if block.columns and columns:
-                    batch = _decoded(dataset, block, payload, names)
+                if columns:
+                    if block.columns:
+                        batch = _decoded(dataset, block, payload, names)
+                        given = lines_given(batch)
+                        if given is not None:
+                            batch = batch_of_given_lines(dataset, given)
+                    else:
+                        batch = batch_of_given_lines(dataset, _split_lines(dataset, block, payload))
                     share = block.payload_length / block.count
                     wanted = min(block.count - skip, room)
                     kept = min(wanted, max(int((max_bytes - taken_bytes) // share), 0 if taken else 1))
@@ -618,9 +635,7 @@ class SegmentedLogStore:
                     if block.columns:
                         lines = lines_of(_decoded(dataset, block, payload))
                     else:
-                        lines = payload.split(b"\n")
-                        if len(lines) != block.count:
-                            raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
+                        lines = _split_lines(dataset, block, payload)
                     if skip:
                         lines = lines[skip:]
                     if len(lines) > room:
@@ -956,9 +971,9 @@ class SegmentedLogStore:
 
     def _write(self, stream: _Stream, records: list[_Pending]) -> tuple[int, OSError | None]:
         """Write ``records`` as blocks after the stream's end, rolling segments as needed, publishing each write:
-        column blocks as they are, runs of bytes as blocks of lines, runs of dictionaries as blocks of columns (or,
-        when they do not fit the schema, as lines). Returns how many items of ``records`` were written, and the
-        error that stopped it, if any."""
+        column blocks as they are, runs of bytes as blocks of one column holding them as given, runs of dictionaries
+        as blocks of columns (loose ones for what does not fit the schema). Returns how many items of ``records``
+        were written, and the error that stopped it, if any."""
         index = 0
         start = stream.published.end
         with self._write_lock:
@@ -987,11 +1002,11 @@ class SegmentedLogStore:
                     else:
                         run: list[dict[str, Any]] = records[index:end]  # type: ignore[assignment]  # dictionaries
                         try:
-                            payload = encode_rows(stream.name, run, self.compression)
-                        except Exception:  # any surprise in the conversion: the records go out as lines
+                            payload = encode_batch(batch_of_any_rows(stream.name, run), self.compression)
+                        except Exception:  # any surprise in the conversion: the records are kept as their JSON
                             payload = None
                         if payload is None:
-                            self._write_lines(stream, [_json_line(row) for row in run])
+                            self._write_lines(stream, [json_text(row) for row in run])
                         else:
                             self._write_block(stream, payload, len(run))
                     index = end
@@ -1014,33 +1029,23 @@ class SegmentedLogStore:
         )
 
     def _write_lines(self, stream: _Stream, records: Sequence[bytes]) -> None:
-        """Write ``records`` as blocks of lines, rolling segments as needed; each write is published as it lands,
-        so that after an ``OSError`` the stream's end says how many were written."""
-        written = 0
-        while written < len(records):
-            published = stream.published
-            room = self.segment_bytes - published.last_size - HEADER_BYTES
-            if published.last_size and len(records[written]) > room:
-                self._roll(stream)
-                published = stream.published
-            size, offset = published.last_size, published.end
-            blocks: list[bytes] = []
-            index = written
-            while index < len(records):
-                budget = min(_MAX_BLOCK_PAYLOAD, self.segment_bytes - size - HEADER_BYTES)
-                if size and len(records[index]) > budget:
-                    break  # the next segment takes it; a record larger than a segment gets one of its own
-                take = _fit(records, index, budget)
-                payload = b"\n".join(records[index : index + take])
-                header = _HEADER.pack(_MAGIC, len(payload), take, offset)
-                blocks.append(header + _CRC.pack(crc32(payload, crc32(header))) + payload)
-                size += HEADER_BYTES + len(payload)
-                offset += take
-                index += take
-            _write_all(stream.fd, b"".join(blocks))
-            stream.unsynced = True
-            stream.published = _Published(published.segments, size, offset)
-            written = index
+        """Write ``records`` (given as bytes) as column blocks of one column holding them as they are
+        (``record_columns.batch_of_lines``), of at most ``_MAX_BLOCK_PAYLOAD`` bytes of records each, rolling
+        segments as needed; each block is published as it lands, so that after an ``OSError`` the stream's end says
+        how many were written."""
+        index = 0
+        while index < len(records):
+            room = self.segment_bytes - stream.published.last_size - HEADER_BYTES
+            take = _fit(records, index, min(_MAX_BLOCK_PAYLOAD, room))
+            payload = encode_batch(batch_of_lines(records[index : index + take]), self.compression)
+            while len(payload) > room and take > 1:  # the encoding's own bytes: fewer records
+                take = max(1, min(take - 1, take * room // len(payload)))
+                payload = encode_batch(batch_of_lines(records[index : index + take]), self.compression)
+            if len(payload) > room and stream.published.last_size:
+                self._roll(stream)  # the next segment takes it; a record larger than a segment gets one of its own
+                continue
+            self._write_block(stream, payload, take)
+            index += take
 
     def _roll(self, stream: _Stream) -> None:
         """Start a new segment at the stream's end; the full one is synced first."""
@@ -1108,20 +1113,6 @@ class SegmentedLogStore:
                 self._counters["deleted"] += len(doomed)
 
 
-def _json_line(row: dict[str, Any]) -> bytes:
-    """A record that does not fit its schema, as a JSON line; values JSON cannot hold are written as text."""
-    try:
-        return orjson.dumps(row, default=str)
-    except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a non-string key, a lone surrogate
-        return orjson.dumps({_safe_text(key): _safe_text(value) for key, value in row.items()})
-
-
-def _safe_text(value: object) -> str:
-    """``value`` as text JSON can hold: a lone surrogate becomes its escape sequence; valid text is unchanged."""
-    text = value if isinstance(value, str) else str(value)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _pending_size(item: _Pending) -> int:
     """What a pending item counts for in the buffer bound (as the append that queued it counted it)."""
     if isinstance(item, _ColumnBlock):
@@ -1146,6 +1137,14 @@ def _decoded(dataset: str, block: _Block, payload: bytes, names: Collection[str]
     if batch.num_rows != block.count:
         raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
     return batch
+
+
+def _split_lines(dataset: str, block: _Block, payload: bytes) -> list[bytes]:
+    """The records of a block of lines (magic ``EPLB``); ``CorruptSegmentError`` when they are not ``count``."""
+    lines = payload.split(b"\n")
+    if len(lines) != block.count:
+        raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
+    return lines
 
 
 def _fit(records: Sequence[bytes], index: int, budget: int) -> int:
