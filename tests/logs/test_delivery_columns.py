@@ -1,6 +1,7 @@
-"""Delivery selects and writes the records its oracles would: the per-record predicate (``filter_compiler``) and
-encoder (``record_format``) applied to each record, with zones, filters, sampling and every output type, whatever
-form the records were given in (dictionaries, bytes, records that do not fit the schema)."""
+"""Delivery selects and writes the records its oracles would: the per-record predicate
+(``tests.support.filter_compiler``) and encoder (``record_format``) applied to each record, with zones, filters,
+sampling and every output type, whatever form the records were given in (dictionaries, bytes, records that do not fit
+the schema)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ import pytest
 from edgeplane.configuration.logpush_jobs import LogpushJobDefinition
 from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute
 from edgeplane.logs.delivery import Batch, JobDelivery, plan_job
-from edgeplane.logs.filter_compiler import compile_filter
-from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.log_store import SegmentedLogStore
+from tests.support.delivery_oracle import delivered_lines
 
 HTTP = "http_requests"
 ZONES = {"z1": ZoneRoute("z1", "example.com", "acct", "free"), "z2": ZoneRoute("z2", "example.org", "other", "free")}
@@ -70,19 +70,7 @@ def delivered(directory: Path, job_members: dict[str, Any]) -> list[bytes]:
 def expected(source: list[dict[str, Any]], job_members: dict[str, Any]) -> list[bytes]:
     definition = job(**job_members)
     plan = plan_job(definition, DeliverySnapshot(version=1, zones=ZONES))
-    predicate = (
-        compile_filter(parse_filter(definition.filter, plan.dataset), plan.dataset) if definition.filter else None
-    )
-
-    def keep(record: dict[str, Any]) -> bool:
-        if plan.zone_names is not None and record.get("ZoneName") not in plan.zone_names:
-            return False
-        if predicate is not None and not predicate(record):
-            return False
-        return plan.formatter.keep(record)
-
-    decoded = [orjson.loads(orjson.dumps(record)) for record in source]
-    return [plan.formatter.encode(record) for record in decoded if keep(record)]
+    return delivered_lines(definition, plan, [orjson.loads(orjson.dumps(record)) for record in source])
 
 
 FILTER = orjson.dumps(  # as jobs hold it: the filter's JSON text

@@ -100,9 +100,8 @@ class JobPlan:
     dataset: Dataset
     zone_names: frozenset[str] | None  # None: every zone
     select: Callable[[pa.RecordBatch], pa.Array | None]  # zone and filter over a block in columns; None: all of it
-    columns: tuple[str, ...]  # what the formatter and sampling read of a record
     needed: tuple[str, ...]  # what ``select`` and the formatter read of a block
-    encode_columns: ColumnEncoder | None  # ndjson written a block at a time; None: per record
+    encode_columns: ColumnEncoder  # the job's output written a block at a time
     sample_rate: float
     formatter: RecordFormatter
     max_records: int
@@ -144,7 +143,6 @@ def plan_job(job: LogpushJobDefinition, snapshot: DeliverySnapshot) -> JobPlan:
         dataset=dataset,
         zone_names=zone_names,
         select=select,
-        columns=tuple(dict.fromkeys((*formatter.fields, SAMPLE_KEY_FIELD))),
         encode_columns=compile_column_encoder(options, dataset),
         sample_rate=options.sample_rate,
         needed=tuple(
@@ -230,7 +228,6 @@ class JobDelivery:
         """Reads what each partition has (bounded by the batch's limits); returns whether anything was read."""
         plan = self.plan
         dataset = plan.dataset.name
-        encode = plan.formatter.encode
         progressed = False
         lag = 0
         for index, store in enumerate(self.partitions):
@@ -264,10 +261,7 @@ class JobDelivery:
                 else:
                     indices = pc.indices_nonzero(mask)
                     chosen, offsets = block.take(indices), indices.to_pylist()
-                if plan.encode_columns is not None:
-                    encoded = plan.encode_columns(chosen)
-                else:
-                    encoded = [encode(record) for record in rows_of(chosen, plan.columns)]
+                encoded = plan.encode_columns(chosen)
                 for offset, line in zip(offsets, encoded, strict=True):
                     self._add(batch, line, at + offset)
                 at += block.num_rows

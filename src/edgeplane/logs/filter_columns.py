@@ -1,12 +1,12 @@
 """The filter compiled to Arrow: a checked filter turned, once, into a predicate over a whole block of log records.
 
-Why Arrow compute: the per-record predicate (``edgeplane.logs.filter_compiler``) is already as fast as hand-written
-Python, and that is its ceiling: every record costs a Python call, a dictionary look-up per field and a Python
-comparison per condition, several times the target for a 30-operator filter (``docs/benchmarks.md``). No
+Why Arrow compute: a per-record predicate (generated Python, ``tests.support.filter_compiler``, now a test oracle) is as
+fast as hand-written Python, and that is its ceiling: every record costs a Python call, a dictionary look-up per field
+and a Python comparison per condition, several times the target for a 30-operator filter (``docs/benchmarks.md``). No
 Python code can go below that while it touches each record. The log store keeps records as Arrow record batches
-(``edgeplane.logs.record_columns``), so a filter can instead be a handful of compute kernels per block: one C++ loop
-per condition over a whole column (``equal``, ``less``, ``starts_with``, ``is_in``, ...) and one per ``and``/``or``,
-with no Python object per record at all. Python's overhead is paid once per kernel and block, not once per record.
+(``edgeplane.logs.record_columns``), so a filter can instead be a handful of compute kernels per block: one C++ loop per
+condition over a whole column (``equal``, ``less``, ``starts_with``, ``is_in``, ...) and one per ``and``/``or``, with no
+Python object per record at all. Python's overhead is paid once per kernel and block, not once per record.
 
 Semantics: exactly those of the reference interpreter (``edgeplane.logs.filter_interpreter``), mapped to columns:
 

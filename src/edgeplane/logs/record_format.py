@@ -1,13 +1,15 @@
 """Record formatting: a job's ``output_options`` applied to the log records its filter let through, the gzip of a
 batch, and the name of the object a batch is uploaded as.
 
-``compile_formatter(options, dataset)`` does all the work that depends only on the options, once; the returned
-``RecordFormatter`` is then called for every delivered record:
+``compile_formatter(options, dataset)`` does all the work that depends only on the options, once (and refuses the
+options it cannot apply); the returned ``RecordFormatter`` is then called for every delivered record, or batch:
 
 - ``keep(record)``: the ``sample_rate`` decision, applied after the filter. It is a pure function of the record's
   ``RayID`` (of the whole record when it has none), so a retried batch keeps exactly the same records, and every
   record of one request (several ``firewall_events`` share a RayID) is kept or dropped together.
-- ``encode(record)``: one record as bytes: ``record_prefix``, the selected fields, ``record_suffix``.
+- ``encode(record)``: one record as bytes: ``record_prefix``, the selected fields, ``record_suffix``. This is the
+  definition of the output formats, record by record: delivery writes its records in columns with
+  ``edgeplane.logs.column_format``, which the tests hold to ``encode`` byte for byte.
 - ``join(encoded)``: a batch: ``batch_prefix``, the records separated by ``record_delimiter``, ``batch_suffix``;
   with the CVE-2021-44228 option every ``${`` of that output becomes ``x{`` (replacing keeps the length, so byte
   counts taken on encoded records stay true).
@@ -71,7 +73,7 @@ OBJECT_SUFFIX: Final = ".log.gz"
 _NANOSECONDS: Final = 1_000_000_000
 _HASH_SPACE: Final = 1 << 32
 _PLACEHOLDER: Final = re.compile(r"\{\{\s*\.([A-Za-z0-9_]+)\s*\}\}")
-_CSV_SPECIALS: Final = ('"', "\n", "\r")
+CSV_SPECIALS: Final = ('"', "\n", "\r")
 
 Record = Mapping[str, Any]
 
@@ -109,7 +111,7 @@ def compile_formatter(options: OutputOptions, dataset: Dataset) -> RecordFormatt
             raise OutputOptionsError("output_options.field_names", f"unknown field {name!r} in {dataset.name}")
     prefix = options.record_prefix.encode()
     suffix = options.record_suffix.encode()
-    template = _parse_template(options.record_template, dataset) if options.record_template else None
+    template = parse_template(options.record_template, dataset) if options.record_template else None
     if options.output_type == "csv":
         select = _selector(fields, dataset, options.timestamp_format)
         encode = _csv_encoder(fields, select, prefix, suffix, options.field_delimiter, template)
@@ -268,21 +270,18 @@ def _csv_encoder(
     delimiter: str,
     template: list[str] | None,
 ) -> Callable[[Record], bytes]:
-    specials = (*_CSV_SPECIALS, delimiter) if delimiter else _CSV_SPECIALS
+    specials = (*CSV_SPECIALS, delimiter) if delimiter else CSV_SPECIALS
 
     def quoted(text: str) -> str:
-        for special in specials:
-            if special in text:
-                return '"' + text.replace('"', '""') + '"'
-        return text
+        return csv_quoted(text, specials)
 
     if template is not None:
-        return _template_encoder(fields, select, prefix, suffix, template, lambda value: quoted(_csv_text(value)))
+        return _template_encoder(fields, select, prefix, suffix, template, lambda value: quoted(csv_text(value)))
     prefix_text, suffix_text = prefix.decode(), suffix.decode()
     separators = len(fields) - 1
 
     def encode(record: Record) -> bytes:
-        texts = [value if type(value) is str else _csv_text(value) for value in select(record)]
+        texts = [value if type(value) is str else csv_text(value) for value in select(record)]
         row = delimiter.join(texts)
         # the common case: no value needs quoting, which one scan of the whole row shows
         if ('"' in row or "\n" in row or "\r" in row) or (delimiter and row.count(delimiter) != separators):
@@ -292,7 +291,16 @@ def _csv_encoder(
     return encode
 
 
-def _csv_text(value: Any) -> str:
+def csv_quoted(text: str, specials: tuple[str, ...]) -> str:
+    """``text`` as a csv value: in double quotes, its ``"`` doubled, when it holds one of ``specials`` (``"``, CR,
+    LF and the field delimiter)."""
+    for special in specials:
+        if special in text:
+            return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def csv_text(value: Any) -> str:
     """A value as csv text, before quoting."""
     kind = type(value)
     if kind is str:
@@ -310,7 +318,7 @@ def _csv_text(value: Any) -> str:
 # -- record_template ----------------------------------------------------------------------------------------------
 
 
-def _parse_template(template: str, dataset: Dataset) -> list[str]:
+def parse_template(template: str, dataset: Dataset) -> list[str]:
     """The template as literal text and field names alternately (``[text, name, text, ..., text]``), checked."""
     parts: list[str] = []
     at = 0
