@@ -372,6 +372,9 @@ class _TimedStore:
     def append_columns(self, dataset: str, batch: pa.RecordBatch) -> None:
         self.store.append_columns(dataset, batch)
 
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
+        self.store.commit_columns(dataset, batches)
+
     def end_position(self, dataset: str) -> int:
         return self.store.end_position(dataset)
 

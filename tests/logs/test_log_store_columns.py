@@ -17,7 +17,14 @@ from hypothesis import strategies as st
 
 from edgeplane.logs import log_store
 from edgeplane.logs.log_store import ColumnBatch, LogStoreFullError, SegmentedLogStore
-from edgeplane.logs.record_columns import batch_of_columns, decode_block, encode_rows, lines_of, rows_of
+from edgeplane.logs.record_columns import (
+    batch_of_any_rows,
+    batch_of_columns,
+    decode_block,
+    encode_rows,
+    lines_of,
+    rows_of,
+)
 
 HTTP = "http_requests"
 
@@ -95,7 +102,7 @@ def test_records_that_do_not_fit_the_schema_are_kept_in_loose_columns(tmp_path: 
         assert all(isinstance(part, pa.RecordBatch) for part in parts)
         assert parts[0].schema.field("RayID").type == pa.string()  # the columns that fit keep their type
         assert parts[0].schema.field("EdgeResponseStatus").type == pa.binary()  # the others are loose
-        assert as_rows(store.read_columns(HTTP, 0)) == [*odd, {"RayID": "c", "ClientASN": str(1 << 70)}]
+        assert as_rows(store.read_columns(HTTP, 0)) == [*odd, *huge]  # exactly, the integer beyond 64 bits too
         lines = store.read(HTTP, 0).records
         assert [orjson.loads(line) for line in lines[:2]] == odd
         assert orjson.loads(lines[2])["RayID"] == "c"
@@ -429,3 +436,62 @@ def test_blocks_of_lines_an_earlier_release_wrote_are_still_read(tmp_path: Path)
         assert read_all_columns(store) == rows(0, 5)
         assert read_all_columns(store, 1, max_records=1) == rows(1, 4)
     assert block_magics(tmp_path) == [b"EPLB", b"EPLC"]
+
+
+# Commits: the intake's one durable hop.
+
+
+def test_a_commit_is_readable_and_durable_when_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(log_store.os, "fsync", lambda descriptor: (synced.append(descriptor), real_fsync(descriptor)))
+    with SegmentedLogStore(tmp_path, flush_interval=3600, sync_interval=3600) as store:
+        store.commit_columns(HTTP, [columns_of(0, 10), batch_of_any_rows(HTTP, [{"RayID": "x", "NotAField": 1}])])
+        assert synced  # before it returned, with no flusher involved
+        assert store.stats().flushes == 0
+        assert store.end_position(HTTP) == 11
+        reader = SegmentedLogStore(tmp_path, writable=False)
+        assert read_all_columns(reader) == [*rows(0, 10), {"RayID": "x", "NotAField": 1}]
+        store.commit_columns(HTTP, [])  # nothing to commit
+        assert store.end_position(HTTP) == 11
+
+
+def test_a_failed_commit_leaves_the_stream_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = log_store._write_all
+    failures = [OSError(errno.EIO, "injected")]
+
+    def write_all(descriptor: int, *parts: bytes | memoryview) -> None:
+        real(descriptor, *parts[:1])  # half of it reaches the file
+        if failures:
+            raise failures.pop()
+        real(descriptor, *parts[1:])
+
+    with SegmentedLogStore(tmp_path) as store:
+        store.commit_columns(HTTP, [columns_of(0, 5)])
+        monkeypatch.setattr(log_store, "_write_all", write_all)
+        with pytest.raises(OSError, match="injected"):
+            store.commit_columns(HTTP, [columns_of(5, 5)])
+        assert store.end_position(HTTP) == 5  # none of it
+        store.commit_columns(HTTP, [columns_of(5, 5)])  # the intake's next try
+        assert read_all_columns(store) == rows(0, 10)
+    with SegmentedLogStore(tmp_path) as reopened:
+        assert reopened.end_position(HTTP) == 10
+
+
+def test_commits_roll_segments_and_keep_offsets(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path, segment_bytes=4000) as store:
+        for start in range(0, 300, 30):
+            store.commit_columns(HTTP, [columns_of(start, 30)])
+            store.append_columns(HTTP, columns_of(1000 + start, 1))  # the flusher's appends interleave
+            assert store.flush(timeout=5)
+    assert len(list((tmp_path / HTTP).glob("*.seg"))) > 2
+    with SegmentedLogStore(tmp_path, writable=False) as reader:
+        expected = [row for start in range(0, 300, 30) for row in (*rows(start, 30), *rows(1000 + start, 1))]
+        assert read_all_columns(reader, max_records=70) == expected
+
+
+def test_a_commit_refuses_a_column_of_the_wrong_type(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        with pytest.raises(ValueError, match="EdgeResponseStatus"):
+            store.commit_columns(HTTP, [pa.RecordBatch.from_pydict({"EdgeResponseStatus": pa.array(["200"])})])
+        assert store.end_position(HTTP) == 0

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from edgeplane.logs.datasets import Dataset
 from edgeplane.logs.output_options import OutputOptions
-from edgeplane.logs.record_columns import arrow_schema, loose_values
+from edgeplane.logs.record_columns import arrow_schema, json_text, loose_values
 from edgeplane.logs.record_format import CSV_SPECIALS, csv_quoted, csv_text, parse_template, timestamp_converter
 
 ColumnEncoder = Callable[[pa.RecordBatch], list[bytes]]
@@ -228,7 +228,7 @@ def _timestamp_text(column: pa.Array, timestamp_format: str) -> pa.Array | None:
 
 def _one_by_one(column: pa.Array, timestamp_format: str | None) -> pa.Array:
     """The column's JSON text value by value with ``orjson`` (timestamps converted as the per-record encoder does)."""
-    dumps = orjson.dumps
+    dumps = json_text  # orjson's text, and an integer beyond 64 bits (in a loose column) as it is
     values = loose_values(column)
     convert = timestamp_converter(timestamp_format) if timestamp_format is not None else None
     if convert is not None:

@@ -1,8 +1,13 @@
 """The log store: durable, append-only, segmented streams of log records between the edge and delivery.
 
-The edge appends records to a *dataset* stream (``http_requests``, ``firewall_events``): as an Arrow record batch
-(``append_columns``, the edge's way), as dictionaries (``append_rows``), which the store keeps in columns, or as
-opaque ``bytes`` (``append``: one JSON object each, no newline inside). Delivery reads each stream from a per-job
+In the pipeline source → buffer → transform → sink (``docs/log-store.md``), the store is the buffer's durable half:
+the journal intake commits each sealed journal period to a *dataset* stream (``http_requests``, ``firewall_events``)
+with ``commit_columns`` (written and ``fsync``ed on the caller's thread: the one durable hop, no flusher in between),
+and each Logpush job reads on from its *cursor*, which it saves once its destination has the records: the cursor is
+the acknowledgement, and retention drops what every cursor has passed. Records may also be appended without
+blocking, for the flusher thread to write: as an Arrow record batch (``append_columns``), as dictionaries
+(``append_rows``), which the store keeps in columns, or as opaque ``bytes`` (``append``: one JSON object each, no
+newline inside). Delivery reads each stream from a per-job
 *cursor*, as columns (``read_columns``) or as JSON lines (``read``, whatever form the records were stored in).
 ``LogStore`` is the interface; ``SegmentedLogStore`` is the single-machine implementation on files. A NATS JetStream
 stream (one stream per dataset, a durable consumer per job) fits the same interface; see ``docs/log-store.md``.
@@ -16,16 +21,19 @@ Layout on disk::
     <directory>/<dataset>/<first offset, 20 digits>.seg    segments, oldest first
     <directory>/<dataset>/cursors/<job id>.cursor          one file per job: its position, as decimal text
 
-A segment is a sequence of *blocks*, one per dataset per flush (large flushes are split): a 24-byte header (magic,
-payload length, record count, first offset, CRC32 of header and payload) then the payload. The store writes one
-form, magic ``EPLC``: an Arrow IPC stream of one record batch (``edgeplane.logs.record_columns``), for records given
-to ``append_columns`` (serialised by the caller, so that the flusher thread only writes) or to ``append_rows``
-(converted on the flusher thread), at most ``_ROWS_PER_BLOCK`` of them. Rows that do not fit their dataset's schema
-keep their odd columns loose (each value's JSON text, ``record_columns.batch_of_any_rows``), and records given as
-bytes (``append``) are kept as they are in one column, so nothing is refused for its shape. Blocks of magic
-``EPLB`` (the records joined by ``\\n``), which releases before this one wrote, are still read, never written. A
-block is written with one ``write`` and is valid only when its CRC matches, so a write torn by a crash is
-recognised; opening the store for writing truncates the last segment after its last valid block.
+A segment is a sequence of *blocks*, one per dataset per commit or flush (large ones are split): a 24-byte header
+(magic, payload length, record count, first offset, CRC32 of header and payload) then the payload. The store writes one
+form, magic ``EPLC``: an Arrow IPC stream of one record batch (``edgeplane.logs.record_columns``), for records given to
+``commit_columns`` (serialised and written by the caller), to ``append_columns`` (serialised by the caller, so that the
+flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most ``_ROWS_PER_BLOCK`` of
+them. Rows that do not fit their dataset's schema keep their odd columns loose (each value's JSON text,
+``record_columns.batch_of_any_rows``), and records given as bytes (``append``) are kept as they are in one column, so
+nothing is refused for its shape. Blocks of magic ``EPLB`` (the records joined by ``\\n``), which releases before this
+one wrote, are still read, never written. A block is written with one ``write`` and is valid only when its CRC matches,
+so a write torn by a crash is recognised; opening the store for writing truncates the last segment after its last valid
+block.
+
+Durability contract of ``commit_columns``: durable when it returns; all of the call's records or none.
 
 Durability contract of ``append``:
 
@@ -56,8 +64,8 @@ refused with ``LogStoreBusyError`` instead of corrupting the segments, and the k
 holder dies, so a crash leaves nothing to clean up. Readers may be other
 threads of the writer's process, which see every flushed record, or other processes opening the directory with
 ``writable=False``, which see every record whose block is complete on disk. ``read`` never returns a partially
-written record. All file I/O runs on the flusher thread or on the reader's thread; ``append`` does none, so it is
-safe to call on an event loop.
+written record. All file I/O runs on the flusher thread, the committer's thread or the reader's thread; ``append``
+does none, so it is safe to call on an event loop.
 """
 
 from __future__ import annotations
@@ -226,6 +234,14 @@ class LogStore(Protocol):
         column holds JSON text, which is not checked. Raises ``ValueError`` for a column that is not a field of its
         type, or one named twice. The batch is serialised by the caller's thread, so the store's thread does no
         work that holds the interpreter's lock."""
+        ...
+
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
+        """Write the records of ``batches`` in order (each as for ``append_columns``; loose columns,
+        ``record_columns.batch_of_any_rows``, taken too) after the stream's end now, and make them durable before
+        returning: all of them, or none (an ``OSError`` of the disk leaves the stream as it was). Blocks on the
+        disk, so an asyncio caller runs it in a thread. The intake's one durable hop: a sealed journal period is
+        deleted once its records are committed."""
         ...
 
     def end_position(self, dataset: str) -> int:
@@ -441,6 +457,49 @@ class SegmentedLogStore:
             for part in (batch.slice(start, _ROWS_PER_BLOCK) for start in range(0, batch.num_rows, _ROWS_PER_BLOCK))
         ]
         self._accept(dataset, blocks, sum(len(block.payload) for block in blocks), batch.num_rows)
+
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
+        """See ``LogStore.commit_columns``: the blocks are written with one ``write``, the segment is ``fsync``ed,
+        and only then are the records published to readers. Records that do not fit in what is left of the segment
+        start a new one. Raises ``LogStoreClosedError`` on a closed or read-only store."""
+        payloads = [
+            (encode_batch(part, self.compression), part.num_rows)
+            for batch in (conform(dataset, batch) for batch in batches if batch.num_rows)
+            for part in (batch.slice(start, _ROWS_PER_BLOCK) for start in range(0, batch.num_rows, _ROWS_PER_BLOCK))
+        ]
+        if not payloads:
+            return
+        stream = self._streams.get(dataset) or self._writable_stream(dataset)
+        with self._lock:
+            if self._closed:
+                raise LogStoreClosedError("the log store is closed")
+        with self._write_lock:
+            if stream.roll_due:
+                self._roll(stream)
+            published = stream.published
+            if os.fstat(stream.fd).st_size != published.last_size:
+                os.ftruncate(stream.fd, published.last_size)  # a write that failed half way
+            size = sum(HEADER_BYTES + len(payload) for payload, _ in payloads)
+            if published.last_size and size > self.segment_bytes - published.last_size:
+                self._roll(stream)
+                published = stream.published
+            parts: list[bytes | memoryview] = []
+            offset = published.end
+            for payload, count in payloads:
+                header = _HEADER.pack(_MAGIC_COLUMNS, len(payload), count, offset)
+                parts += [header + _CRC.pack(crc32(payload, crc32(header))), payload]
+                offset += count
+            try:
+                _write_all(stream.fd, *parts)
+                os.fsync(stream.fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(stream.fd, published.last_size)
+                raise
+            stream.unsynced = False
+            stream.published = _Published(published.segments, published.last_size + size, offset)
+        with self._lock:
+            self._counters["appended"] += offset - published.end
 
     def _accept(self, dataset: str, items: Sequence[_Pending], size: int, count: int | None = None) -> None:
         """Queue ``items`` (``count`` records; one per item by default) for the flusher."""

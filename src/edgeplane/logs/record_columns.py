@@ -32,6 +32,7 @@ Every record has a column form, so that the store keeps one form whatever it is 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -172,12 +173,16 @@ def _typed_column(field: pa.Field, values: list[Any]) -> pa.Array | None:
 
 
 def json_text(value: Any) -> bytes:
-    """``value`` as compact JSON; a value JSON cannot hold (an integer beyond 64 bits, text with a lone surrogate,
-    an object of another kind) as the JSON of its text, lone surrogates as their escape sequences."""
+    """``value`` as compact JSON, as ``orjson`` writes it; an integer beyond 64 bits, which ``orjson`` does not
+    write, as the standard library writes it; a value JSON cannot hold (text with a lone surrogate) as the JSON of its
+    text, lone surrogates as their escape sequences."""
     try:
         return orjson.dumps(value, default=str)
     except (orjson.JSONEncodeError, TypeError):
-        return orjson.dumps(_safe_text(value))
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+        except (ValueError, TypeError, UnicodeError):
+            return orjson.dumps(_safe_text(value))
 
 
 def _safe_text(value: object) -> str:
@@ -196,7 +201,7 @@ def loose_values(column: pa.Array) -> list[Any]:
     """The values of a column as Python objects, a loose column's decoded from their JSON."""
     if not is_loose(column):
         return column.to_pylist()  # type: ignore[no-any-return]
-    loads = orjson.loads
+    loads = json.loads  # not orjson's, which reads an integer beyond 64 bits as a float
     return [None if value is None else loads(value) for value in column.to_pylist()]
 
 
@@ -269,13 +274,25 @@ def batch_of_columns(dataset_name: str, columns: Mapping[str, Sequence[Any]]) ->
 
 def conform(dataset_name: str, batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` with its fields replaced by the dataset's own (their metadata says which columns hold JSON).
-    Raises ``ValueError`` when a column is not a field of the dataset, or not of its type. A stream that is not a
-    known dataset takes any batch."""
+    Raises ``ValueError`` when a column is not a field of the dataset, or not of its type; a loose column
+    (``batch_of_any_rows``) is taken as it is, whatever its name. A stream that is not a known dataset takes any
+    batch."""
     if dataset_name not in DATASETS:
         return batch
     given = batch.schema
     if len(set(given.names)) != len(given.names):
         raise ValueError(f"{dataset_name}: a batch names a column twice: {given.names}")
+    if any(_loose_field(field) for field in given):
+        known = _fields_by_name(dataset_name)
+        fields = []
+        for field in given:
+            if not _loose_field(field):
+                expected = known.get(field.name)
+                if expected is None or not field.type.equals(expected.type):
+                    raise ValueError(f"{dataset_name}.{field.name} is not a field of type {field.type}")
+                field = expected
+            fields.append(field)
+        return pa.RecordBatch.from_arrays(batch.columns, schema=pa.schema(fields))
     try:
         schema = _subset_schema(dataset_name, tuple(given.names))
     except KeyError as error:
@@ -287,6 +304,12 @@ def conform(dataset_name: str, batch: pa.RecordBatch) -> pa.RecordBatch:
         if not field.type.equals(expected.type):
             raise ValueError(f"{dataset_name}.{field.name} is {expected.type}, not {field.type}")
     return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+
+
+def _loose_field(field: pa.Field) -> bool:
+    """Whether ``field`` is a loose column's (``batch_of_any_rows``): JSON text in ``binary``, or ``LINE``."""
+    loose: bool = pa.types.is_binary(field.type) and (field.metadata == _JSON_METADATA or field.name == LINE)
+    return loose
 
 
 def encode_batch(batch: pa.RecordBatch, compression: Compression = "zstd") -> memoryview:
@@ -361,11 +384,13 @@ def rows_of(batch: pa.RecordBatch, names: Sequence[str] | None = None) -> list[d
     if names is not None:
         batch = batch.select([name for name in names if batch.schema.get_field_index(name) >= 0])
     rows: list[dict[str, Any]] = batch.to_pylist()
-    decoded = [field.name for field in batch.schema if field.metadata == _JSON_METADATA]
-    for name in decoded:
-        for row in rows:
-            if row[name] is not None:
-                row[name] = orjson.loads(row[name])
+    for field in batch.schema:
+        if field.metadata == _JSON_METADATA:
+            name = field.name
+            loads = json.loads if pa.types.is_binary(field.type) else orjson.loads  # loose: any integer, exactly
+            for row in rows:
+                if row[name] is not None:
+                    row[name] = loads(row[name])
     return rows
 
 
@@ -375,5 +400,4 @@ def lines_of(batch: pa.RecordBatch) -> list[bytes]:
     given = lines_given(batch)
     if given is not None:
         return given
-    dumps = orjson.dumps
-    return [dumps({key: value for key, value in row.items() if value is not None}) for row in rows_of(batch)]
+    return [json_text({key: value for key, value in row.items() if value is not None}) for row in rows_of(batch)]

@@ -41,6 +41,7 @@ no field of the dataset, or any other ``{{...}}``, is refused by ``compile_forma
 from __future__ import annotations
 
 import functools
+import json
 import re
 import secrets
 import zlib
@@ -56,6 +57,7 @@ from edgeplane.logs.datasets import Dataset
 from edgeplane.logs.destination_conf import expand_date
 from edgeplane.logs.errors import OutputOptionsError
 from edgeplane.logs.output_options import OutputOptions
+from edgeplane.logs.record_columns import json_text
 
 _deflate: ModuleType
 try:  # ISA-L's deflate: several times faster than zlib at a similar ratio
@@ -229,7 +231,7 @@ def _ndjson_encoder(
     delimiter: str,
     template: list[str] | None,
 ) -> Callable[[Record], bytes]:
-    dumps = orjson.dumps
+    dumps = json_text  # orjson's text, and an integer beyond 64 bits as it is
     if template is not None:
         select = _selector(fields, dataset, timestamp_format)
         return _template_encoder(fields, select, prefix, suffix, template, lambda value: dumps(value).decode())
@@ -312,7 +314,7 @@ def csv_text(value: Any) -> str:
         return str(value)
     if kind is bool:
         return "true" if value else "false"
-    return orjson.dumps(value).decode()
+    return json_text(value).decode()
 
 
 # -- record_template ----------------------------------------------------------------------------------------------
@@ -391,11 +393,20 @@ def sample_hash(record: Record) -> int:
     none). CRC32 is fast but its low bits follow the input too closely; a multiplication by an odd constant spreads
     them (Knuth's multiplicative hashing)."""
     key = record.get(SAMPLE_KEY_FIELD)
-    data = key.encode() if type(key) is str else orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    data = key.encode() if type(key) is str else _sorted_json(record)
     return (zlib.crc32(data) * 0x9E3779B1) & 0xFFFFFFFF
 
 
 # -- batches ------------------------------------------------------------------------------------------------------
+
+
+def _sorted_json(record: Record) -> bytes:
+    """The record's JSON with every object's keys sorted (an integer beyond 64 bits as the standard library writes
+    it)."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str).encode()
 
 
 def gzip_batch(chunks: Iterable[bytes]) -> bytes:
