@@ -5,7 +5,7 @@ selective 5-condition filter and a 30-operator filter (21 conditions and 9 group
 about 1,400 bytes, parsed with a raised size limit, since 30 operators of realistic size never fit in 1000), it measures
 records per second of
 
-- ``compiled``: ``compile_filter`` (``edgeplane.logs.filter_compiler``), the hot path of delivery;
+- ``compiled``: ``compile_filter`` (``tests.support.filter_compiler``), the per-record oracle, once delivery's;
 - ``hand``: the same filter written by hand as one Python lambda, with the same semantics for missing fields;
 - ``interpreter``: the reference interpreter (``edgeplane.logs.filter_interpreter.evaluate``), on a prefix of the
   records (``--interpreter-records``), since it is an order of magnitude slower;
@@ -40,16 +40,17 @@ from typing import Any
 
 if __package__ is None or __package__ == "":  # python bench/filter.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the per-record predicate: tests.support
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.filter_columns import ColumnPredicate, compile_column_filter
-from edgeplane.logs.filter_compiler import compile_filter
 from edgeplane.logs.filter_interpreter import evaluate
 from edgeplane.logs.filter_parser import MAX_FILTER_BYTES, count_operators, parse_filter
 from edgeplane.logs.record_columns import arrow_schema, column_or_nulls, decode_block, encode_rows
+from tests.support.filter_compiler import compile_filter
 
 Record = Mapping[str, Any]
 Predicate = Callable[[Record], bool]

@@ -372,6 +372,9 @@ class _TimedStore:
     def append_columns(self, dataset: str, batch: pa.RecordBatch) -> None:
         self.store.append_columns(dataset, batch)
 
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
+        self.store.commit_columns(dataset, batches)
+
     def end_position(self, dataset: str) -> int:
         return self.store.end_position(dataset)
 
@@ -561,7 +564,7 @@ def floor_pass(directory: Path) -> PassResult:
         if not batch.parts:
             break
         for part in batch.parts:
-            rows_of(part) if not isinstance(part, list) else [orjson.loads(raw) for raw in part]
+            rows_of(part)
         position = batch.next_position
     seconds = max(time.perf_counter() - started, 1e-9)
     cpu = max(time.process_time() - cpu_started, 1e-9)
@@ -576,11 +579,13 @@ def floor_pass(directory: Path) -> PassResult:
     )
 
 
-def count_selected(directory: Path, plan: JobPlan) -> int:
+def count_selected(directory: Path, definition: LogpushJobDefinition, plan: JobPlan) -> int:
     """How many records the job selects, by the other path: every record as a JSON line (``read``) through the
-    per-record predicate, so that the objects' line count also checks the column path against it."""
+    per-record oracle (``tests.support.delivery_oracle``), so that the objects' line count also checks delivery."""
+    from tests.support.delivery_oracle import record_keep
+
     store = SegmentedLogStore(directory, writable=False)
-    keep, loads = plan.keep, orjson.loads
+    keep, loads = record_keep(definition, plan), orjson.loads
     selected = position = 0
     for _ in range(MAX_RECORDS // READ_RECORDS + 2):
         batch = store.read(DATASET, position, max_records=READ_RECORDS, max_bytes=1 << 62)
@@ -610,11 +615,10 @@ def verify_objects(seaweed: Any, prefix: str, selected: int, fields: int) -> tup
 
 def stage_costs(directory: Path, plan: JobPlan) -> dict[str, float]:
     """Seconds per record of each step of delivery on the whole store, without the upload and the event loop:
-    read (``read_columns``), select (zone and filter masks, and taking the kept rows), decode (the kept rows' columns
-    into dictionaries, only for jobs the column encoder does not write), format, gzip. Blocks stored as lines are not
-    expected here."""
+    read (``read_columns``), select (zone and filter masks, and taking the kept rows), decode (nothing since the
+    column encoder writes every job: kept for the report's shape), format, gzip."""
     store = SegmentedLogStore(directory, writable=False)
-    keep, encode, select, columns = plan.formatter.keep, plan.formatter.encode, plan.select, plan.columns
+    select = plan.select
     spent = dict.fromkeys(("read", "select", "decode", "format", "gzip"), 0.0)
     pending: list[bytes] = []
     position = 0
@@ -625,17 +629,12 @@ def stage_costs(directory: Path, plan: JobPlan) -> dict[str, float]:
         b = clock()
         if not batch.parts:
             break
-        block = combined(batch.parts, plan.needed)  # a store written by fill_store holds only column blocks
+        block = combined(batch.parts, plan.needed)  # one schema: fill_store's records all fit it
         mask = select(block)
-        chosen = [block if mask is None else block.take(pc.indices_nonzero(mask))]
+        chosen = block if mask is None else block.take(pc.indices_nonzero(mask))
         c = clock()
-        if plan.encode_columns is None:  # csv or a template: dictionaries for the per-record encoder
-            kept = [row for part in chosen for row in rows_of(part, columns)]
-            d = clock()
-            pending.extend([encode(record) for record in kept if keep(record)])
-        else:
-            d = clock()
-            pending.extend(plan.encode_columns(chosen[0]))
+        d = clock()
+        pending.extend(plan.encode_columns(chosen))
         e = clock()
         read_count = batch.next_position - batch.position
         if len(pending) >= MAX_UPLOAD_RECORDS or read_count < READ_RECORDS:
@@ -780,9 +779,10 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         seaweed = stack.enter_context(SeaweedS3())
         seaweed.client().create_bucket(Bucket=BUCKET)
         seaweed_pid = loadgen._pid(seaweed)
-        filtered_plan = plan_job(job(2, s3_conf(seaweed, "probe"), filtered=True, interval=args.interval), snapshot())
+        filtered_job = job(2, s3_conf(seaweed, "probe"), filtered=True, interval=args.interval)
+        filtered_plan = plan_job(filtered_job, snapshot())
         all_plan = plan_job(job(3, s3_conf(seaweed, "probe"), filtered=False, interval=args.interval), snapshot())
-        selected = {"filtered": count_selected(directory, filtered_plan), "all-fields": args.records}
+        selected = {"filtered": count_selected(directory, filtered_job, filtered_plan), "all-fields": args.records}
         _say(progress, f"  the filter selects {selected['filtered']:,} of {args.records:,} records")
         results: dict[str, list[PassResult]] = {"filtered": [], "all-fields": [], "floor": []}
         job_id = 10

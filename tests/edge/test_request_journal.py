@@ -18,14 +18,15 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeplane.edge.request_log import RequestLog
-from edgeplane.logs import journal_intake, request_journal
+from edgeplane.logs import request_journal
 from edgeplane.logs.journal_intake import JournalIntake
-from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
+from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.request_journal import (
     COMMIT,
     COMMIT_MARK,
@@ -395,32 +396,51 @@ def test_a_period_that_cannot_be_taken_is_quarantined_and_the_rest_go_on(tmp_pat
     assert os.listdir(tmp_path / "a") == [f"{1:016d}.unreadable"]
 
 
-class SlowStore(MemoryLogStore):
-    """Has not written what it was given until ``written`` is set."""
+class FailingStore(MemoryLogStore):
+    """A store whose disk fails (every commit raises ``OSError``) until ``failing`` is cleared."""
 
-    written = False
+    failing = True
 
-    def flush(self, timeout: float | None = None) -> bool:
-        return self.written
+    def commit_columns(self, dataset: str, batches: list[pa.RecordBatch]) -> None:
+        if self.failing:
+            raise OSError(errno.EIO, "injected")
+        super().commit_columns(dataset, batches)
 
 
-def test_periods_a_slow_store_has_not_written_stay_and_are_not_appended_twice(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(journal_intake, "FLUSH_WAIT_SECONDS", 0.0)
-    store = SlowStore()
+def test_periods_a_failing_store_did_not_commit_stay_and_are_not_committed_twice(tmp_path: Path) -> None:
+    store = FailingStore()
     journalled = JournalledStore(tmp_path, store=store)
     emit(journalled.log())
     intake = journalled.intake
-    assert intake.ingest() == 1
-    assert sealed_periods(tmp_path) == [0]  # kept until the store has written it
+    assert intake.ingest() == 0
+    assert sealed_periods(tmp_path) == [0]  # kept until the store has committed it
     emit(journalled.log())
-    assert intake.ingest() == 0  # the store is behind: nothing more for it, and nothing again
-    store.written = True
-    assert intake.ingest() == 1  # period 0's file deleted first, then period 1 taken
+    assert intake.ingest() == 0  # the disk fails: nothing taken, nothing lost
+    store.failing = False
+    assert intake.ingest() == 2  # both periods, in order, and their files deleted
     assert sealed_periods(tmp_path) == []
     assert intake.ingest() == 0
     assert len(store.records[HTTP_REQUESTS]) == 2
+
+
+def test_a_commit_is_durable_before_its_period_is_deleted(tmp_path: Path) -> None:
+    """The one durable hop: the period's file goes only once the store has written and synced its records."""
+    journal = RequestJournal(tmp_path / "journal")
+    emit(RequestLog(journal))
+    seen: list[tuple[str, list[int]]] = []
+
+    class Watching(SegmentedLogStore):
+        def commit_columns(self, dataset: str, batches: list[pa.RecordBatch]) -> None:
+            super().commit_columns(dataset, batches)
+            seen.append((dataset, sealed_periods(journal.directory)))
+
+    with Watching(tmp_path / "store", flush_interval=3600, sync_interval=3600) as store:
+        assert JournalIntake({journal.directory: store}).ingest() == 1
+        assert store.stats().flushes == 0  # no flusher in the way: the commit wrote it
+        assert seen == [(HTTP_REQUESTS, [0])]  # committed while the period was still there
+        assert sealed_periods(journal.directory) == []
+    with SegmentedLogStore(tmp_path / "store", writable=False) as reader:
+        assert reader.end_position(HTTP_REQUESTS) == 1
 
 
 def test_the_backlog_bound_counts_what_an_earlier_process_left(tmp_path: Path) -> None:
@@ -436,34 +456,36 @@ def test_the_backlog_bound_counts_what_an_earlier_process_left(tmp_path: Path) -
     later.close()
 
 
-class _RefusingRowsOnce(MemoryLogStore):
-    """Takes batches, and refuses the first records appended one by one (the rows kept whole)."""
+class _FailingEventsOnce(MemoryLogStore):
+    """Commits a period's requests, and fails the first commit of firewall events."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.refusals = 1
+        self.failures = 1
 
-    def append_rows(self, dataset: str, rows: list[dict[str, Any]]) -> None:
-        if self.refusals:
-            self.refusals -= 1
-            raise LogStoreFullError("full")
-        super().append_rows(dataset, rows)
+    def commit_columns(self, dataset: str, batches: list[pa.RecordBatch]) -> None:
+        if dataset == FIREWALL_EVENTS and self.failures:
+            self.failures -= 1
+            raise OSError(errno.ENOSPC, "full")
+        super().commit_columns(dataset, batches)
 
 
 def test_a_period_the_store_took_in_part_goes_on_from_the_part_it_refused(tmp_path: Path) -> None:
-    """A period whose batch the store took and whose rows kept whole it refused: the next take appends those rows,
-    not the batch again."""
-    store = _RefusingRowsOnce()
+    """A period whose requests the store committed and whose firewall events it failed: the next take commits those
+    events, not the requests again."""
+    store = _FailingEventsOnce()
     journalled = JournalledStore(tmp_path, store=store)
     log = journalled.log()
-    request, response, _sent_bytes, written_ns = _answers(1)[0]
-    log.emit([*_answers(3), (request, response, 1 << 70, written_ns)])  # three rows in the batch, one kept whole
+    matched = _answers(1)[0]
+    matched[0].context.verdict = Verdict(matches=(probe_match(),))
+    log.emit([*_answers(2), matched])  # two rows in the batch, one kept whole with its firewall event
     intake = journalled.intake
-    assert intake.ingest() == 3  # the batch; the rows kept whole refused
+    assert intake.ingest() == 3  # the requests; the firewall event refused
     assert sealed_periods(tmp_path) == [0]
-    assert intake.ingest() == 1  # the rows kept whole, and only they
+    assert intake.ingest() == 1  # the firewall event, and only it
     assert sealed_periods(tmp_path) == []
-    assert len(store.records[HTTP_REQUESTS]) == 4
+    assert len(store.records[HTTP_REQUESTS]) == 3
+    assert len(store.records[FIREWALL_EVENTS]) == 1
     assert store.batches[HTTP_REQUESTS] == 1
 
 

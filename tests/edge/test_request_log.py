@@ -5,6 +5,7 @@ the store, and a refusing store leaves them in the journal for the next take."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from edgeplane.edge.request_log import HTTP_REQUEST_COLUMNS, RequestLog
 from edgeplane.edge.runtime import EdgeRuntime
 from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.journal_intake import RECORDS_REFUSED, JournalIntake
-from edgeplane.logs.log_store import LogStoreFullError, SegmentedLogStore
+from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.request_journal import RequestJournal, sealed_periods
 from edgeplane.logs.request_rows import HTTP_REQUESTS
 from edgeplane.waf.firewall import Match, Verdict
@@ -228,10 +229,10 @@ def test_a_row_no_batch_holds_is_kept_as_a_line(tmp_path: Path) -> None:
 class RefusingStore(MemoryLogStore):
     refusing = True
 
-    def append_columns(self, dataset: str, batch: Any) -> None:
+    def commit_columns(self, dataset: str, batches: Any) -> None:
         if self.refusing:
-            raise LogStoreFullError("full")
-        super().append_columns(dataset, batch)
+            raise OSError(errno.ENOSPC, "full")
+        super().commit_columns(dataset, batches)
 
 
 def test_a_refusing_store_is_counted_and_the_rows_wait_in_the_journal() -> None:

@@ -1,4 +1,5 @@
-"""ndjson written from columns with Arrow kernels is byte for byte what the per-record encoder writes."""
+"""A job's output written from columns with Arrow kernels (ndjson, csv, templates) is byte for byte what the
+per-record encoder writes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from edgeplane.logs.column_format import compile_column_encoder
 from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.output_options import parse_output_options
-from edgeplane.logs.record_columns import decode_block, encode_rows
+from edgeplane.logs.record_columns import batch_of_any_rows, decode_block, encode_rows
 from edgeplane.logs.record_format import compile_formatter
 
 HTTP = load_dataset("http_requests")
@@ -52,7 +53,6 @@ def both(records: list[dict[str, Any]], output_options: dict[str, Any] | None, d
     payload = encode_rows(dataset.name, records)
     assert payload is not None
     encoder = compile_column_encoder(options, dataset)
-    assert encoder is not None
     return encoder(decode_block(payload)), per_record
 
 
@@ -86,16 +86,72 @@ def test_firewall_events_records() -> None:
     assert columns == per_record
 
 
-@pytest.mark.parametrize(
-    "options", [{"output_type": "csv"}, {"record_template": "{{.RayID}}"}], ids=["csv", "template"]
+@settings(max_examples=150, deadline=None)
+@given(
+    records=st.lists(record_strategy().filter(bool), min_size=1, max_size=12),
+    names=st.lists(st.sampled_from(sorted(FIELDS)), min_size=1, max_size=6, unique=True),
+    timestamp_format=st.sampled_from(["unixnano", "unix", "rfc3339", "rfc3339ms", "rfc3339ns"]),
+    affixes=st.sampled_from(
+        [None, ("", "\n", ","), ("[", "]", ";"), ("", "\r\n", "\t"), ("<", ">", "1"), ("", "", "")]
+    ),
 )
-def test_csv_and_templates_are_left_to_the_record_encoder(options: dict[str, Any]) -> None:
-    assert compile_column_encoder(parse_output_options(options, HTTP), HTTP) is None
+def test_csv_from_columns_is_what_the_record_encoder_writes(
+    records: list[dict[str, Any]], names: list[str], timestamp_format: str, affixes: tuple[str, str, str] | None
+) -> None:
+    options: dict[str, Any] = {"output_type": "csv", "field_names": names, "timestamp_format": timestamp_format}
+    if affixes is not None:
+        options |= {"record_prefix": affixes[0], "record_suffix": affixes[1], "field_delimiter": affixes[2]}
+    columns, per_record = both(records, options)
+    assert columns == per_record
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    records=st.lists(record_strategy().filter(bool), min_size=1, max_size=12),
+    names=st.lists(st.sampled_from(sorted(FIELDS)), min_size=1, max_size=4, unique=True),
+    placed=st.lists(st.sampled_from([*sorted(FIELDS), "ClientIP"]), min_size=1, max_size=4),
+    output_type=st.sampled_from(["ndjson", "csv"]),
+    timestamp_format=st.sampled_from(["unixnano", "rfc3339ms"]),
+)
+def test_templates_from_columns_are_what_the_record_encoder_writes(
+    records: list[dict[str, Any]], names: list[str], placed: list[str], output_type: str, timestamp_format: str
+) -> None:
+    template = "<" + " | ".join(f"{{{{.{name}}}}}" for name in placed) + ">"  # ClientIP is never selected: missing
+    options = {
+        "output_type": output_type,
+        "field_names": names,
+        "record_template": template,
+        "timestamp_format": timestamp_format,
+    }
+    columns, per_record = both(records, options)
+    assert columns == per_record
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"output_type": "csv", "field_names": ["RayID", "EdgeResponseStatus", "BotTags"]},
+        {"record_template": "{{.RayID}} {{ .EdgeResponseStatus }}", "field_names": ["RayID", "EdgeResponseStatus"]},
+        {"output_type": "csv", "record_template": "{{.BotTags}};{{.RayID}}", "field_names": ["RayID", "BotTags"]},
+    ],
+    ids=["csv", "template", "csv-template"],
+)
+def test_loose_columns_are_written_as_the_record_encoder_writes_their_values(options: dict[str, Any]) -> None:
+    records = [
+        {"RayID": "a,b", "EdgeResponseStatus": "not a number", "BotTags": ["x", 'q"uote']},
+        {"RayID": 7, "EdgeResponseStatus": 200, "BotTags": "loose"},
+        {"EdgeResponseStatus": None},
+    ]
+    parsed = parse_output_options(options, HTTP)
+    encoder = compile_column_encoder(parsed, HTTP)
+    batch = batch_of_any_rows(HTTP.name, records)
+    assert batch.schema.field("RayID").type == pa.binary()  # loose
+    per_record = [compile_formatter(parsed, HTTP).encode(record) for record in records]
+    assert encoder(batch) == per_record
 
 
 def test_an_empty_batch_and_an_unexpected_column_type() -> None:
     encoder = compile_column_encoder(parse_output_options({"field_names": ["EdgeResponseStatus"]}, HTTP), HTTP)
-    assert encoder is not None
     empty = pa.RecordBatch.from_pydict({"EdgeResponseStatus": pa.array([], pa.int64())})
     assert encoder(empty) == []
     odd = pa.RecordBatch.from_pydict({"EdgeResponseStatus": pa.array(["200", None])})

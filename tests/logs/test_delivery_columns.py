@@ -1,5 +1,7 @@
-"""Delivery's two paths select and write the same records: column blocks (masks and the column encoder) and JSON
-lines (the per-record predicate and encoder), with zones, filters, sampling and every output type."""
+"""Delivery selects and writes the records its oracles would: the per-record predicate
+(``tests.support.filter_compiler``) and encoder (``record_format``) applied to each record, with zones, filters,
+sampling and every output type, whatever form the records were given in (dictionaries, bytes, records that do not fit
+the schema)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from edgeplane.configuration.logpush_jobs import LogpushJobDefinition
 from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute
 from edgeplane.logs.delivery import Batch, JobDelivery, plan_job
 from edgeplane.logs.log_store import SegmentedLogStore
+from tests.support.delivery_oracle import delivered_lines
 
 HTTP = "http_requests"
 ZONES = {"z1": ZoneRoute("z1", "example.com", "acct", "free"), "z2": ZoneRoute("z2", "example.org", "other", "free")}
@@ -65,9 +68,9 @@ def delivered(directory: Path, job_members: dict[str, Any]) -> list[bytes]:
 
 
 def expected(source: list[dict[str, Any]], job_members: dict[str, Any]) -> list[bytes]:
-    plan = plan_job(job(**job_members), DeliverySnapshot(version=1, zones=ZONES))
-    decoded = [orjson.loads(orjson.dumps(record)) for record in source]
-    return [plan.formatter.encode(record) for record in decoded if plan.keep(record)]
+    definition = job(**job_members)
+    plan = plan_job(definition, DeliverySnapshot(version=1, zones=ZONES))
+    return delivered_lines(definition, plan, [orjson.loads(orjson.dumps(record)) for record in source])
 
 
 FILTER = orjson.dumps(  # as jobs hold it: the filter's JSON text
@@ -105,3 +108,41 @@ def test_columns_and_lines_deliver_the_same_bytes(tmp_path: Path, job_members: d
     got = delivered(tmp_path, job_members)
     assert got == expected(source, job_members)
     assert got  # every case keeps something
+
+
+def odd(record: dict[str, Any], index: int) -> dict[str, Any]:
+    """``record`` with a value its field's type does not hold, or a key the dataset does not have."""
+    changed = dict(record)
+    match index % 4:
+        case 0:
+            changed["EdgeResponseStatus"] = "oops"
+        case 1:
+            changed["ClientRequestPath"] = 404
+        case 2:
+            changed["NotAField"] = {"nested": [1, 2]}
+        case _:
+            changed["ClientCountry"] = ["us"]
+    return changed
+
+
+@pytest.mark.parametrize(
+    "job_members",
+    [
+        {},
+        {"filter": FILTER},
+        {"filter": orjson.dumps({"where": {"key": "EdgeResponseStatus", "operator": "geq", "value": 300}}).decode()},
+        {"output_options": {"output_type": "csv", "field_names": ["RayID", "ClientRequestPath", "ClientCountry"]}},
+    ],
+    ids=["all", "filter", "numbers", "csv"],
+)
+def test_records_that_do_not_fit_the_schema_are_delivered_as_the_oracles_would(
+    tmp_path: Path, job_members: dict[str, Any]
+) -> None:
+    source = [odd(record, index) if index % 3 == 0 else record for index, record in enumerate(records(400, seed=9))]
+    with SegmentedLogStore(tmp_path) as store:
+        store.append_rows(HTTP, source[:100])
+        store.append(HTTP, [orjson.dumps(record) for record in source[100:250]])
+        store.append_rows(HTTP, source[250:])
+    got = delivered(tmp_path, job_members)
+    assert got == expected(source, job_members)
+    assert got

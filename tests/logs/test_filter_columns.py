@@ -20,13 +20,13 @@ from edgeplane.logs.datasets import Field, load_dataset
 from edgeplane.logs.errors import FilterError
 from edgeplane.logs.filter_checker import validate_filter
 from edgeplane.logs.filter_columns import compile_column_filter
-from edgeplane.logs.filter_compiler import compile_filter
 from edgeplane.logs.filter_interpreter import evaluate
 from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.filter_tree import Condition, Filter, Group
 from edgeplane.logs.record_columns import arrow_schema, decode_block, encode_rows
 from tests.logs.test_filter_properties import FILTERABLE, FLOATS, HTTP, TIMESTAMPS, WORDS, filters
 from tests.logs.test_filter_semantics import SEMANTICS
+from tests.support.filter_compiler import compile_filter
 
 # Every record carries an object field, which no filter can name, so that a block of records that have none of the
 # filtered fields still has one row per record.

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from edgeplane.logs.datasets import Field, load_dataset
 from edgeplane.logs.errors import FilterError
 from edgeplane.logs.filter_checker import OPERATORS_BY_TYPE
-from edgeplane.logs.filter_compiler import compile_filter
 from edgeplane.logs.filter_interpreter import evaluate
 from edgeplane.logs.filter_parser import MAX_FILTER_BYTES, MAX_OPERATORS, count_operators, parse_filter
 from edgeplane.logs.filter_tree import OPERATORS, SET_OPERATORS, Condition, Filter, Group, Node, serialise_filter
+from tests.support.filter_compiler import compile_filter
 
 HTTP = load_dataset("http_requests")
 FILTERABLE = [field for field in HTTP.fields if field.filterable]

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from edgeplane.logs.datasets import load_dataset
-from edgeplane.logs.filter_compiler import compile_filter, generate_source
 from edgeplane.logs.filter_interpreter import evaluate
 from edgeplane.logs.filter_parser import parse_filter
+from tests.support.filter_compiler import compile_filter, generate_source
 
 HTTP = load_dataset("http_requests")
 

@@ -96,7 +96,7 @@ def test_position_after_end_is_an_error(store: SegmentedLogStore) -> None:
 
 
 def test_segments_roll_and_are_named_by_first_offset(tmp_path: Path) -> None:
-    with SegmentedLogStore(tmp_path, segment_bytes=4096) as store:
+    with SegmentedLogStore(tmp_path, segment_bytes=4096, compression="none") as store:
         for start in range(0, 2000, 100):
             store.append(HTTP, records(start, 100))
             store.flush()

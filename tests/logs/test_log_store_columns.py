@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,14 @@ from hypothesis import strategies as st
 
 from edgeplane.logs import log_store
 from edgeplane.logs.log_store import ColumnBatch, LogStoreFullError, SegmentedLogStore
-from edgeplane.logs.record_columns import batch_of_columns, decode_block, encode_rows, lines_of, rows_of
+from edgeplane.logs.record_columns import (
+    batch_of_any_rows,
+    batch_of_columns,
+    decode_block,
+    encode_rows,
+    lines_of,
+    rows_of,
+)
 
 HTTP = "http_requests"
 
@@ -77,12 +85,12 @@ def test_bytes_and_rows_keep_their_order(tmp_path: Path) -> None:
         store.append_rows(HTTP, rows(10, 5))
         store.flush()
         batch = store.read_columns(HTTP, 0)
-        assert [type(part) for part in batch.parts] == [pa.RecordBatch, list, pa.RecordBatch]
+        assert [type(part) for part in batch.parts] == [pa.RecordBatch, pa.RecordBatch, pa.RecordBatch]
         assert as_rows(batch) == rows(0, 15)
         assert read_all_columns(store, 3, max_records=4) == rows(3, 12)
 
 
-def test_records_that_do_not_fit_the_schema_are_kept_as_lines(tmp_path: Path) -> None:
+def test_records_that_do_not_fit_the_schema_are_kept_in_loose_columns(tmp_path: Path) -> None:
     odd = [{"RayID": "a", "EdgeResponseStatus": "not a number"}, {"RayID": "b", "NotAField": 1}]
     huge = [{"RayID": "c", "ClientASN": 1 << 70}]
     with SegmentedLogStore(tmp_path) as store:
@@ -91,7 +99,10 @@ def test_records_that_do_not_fit_the_schema_are_kept_as_lines(tmp_path: Path) ->
         store.flush()
         assert store.end_position(HTTP) == 3
         parts = store.read_columns(HTTP, 0).parts
-        assert all(isinstance(part, list) for part in parts)
+        assert all(isinstance(part, pa.RecordBatch) for part in parts)
+        assert parts[0].schema.field("RayID").type == pa.string()  # the columns that fit keep their type
+        assert parts[0].schema.field("EdgeResponseStatus").type == pa.binary()  # the others are loose
+        assert as_rows(store.read_columns(HTTP, 0)) == [*odd, *huge]  # exactly, the integer beyond 64 bits too
         lines = store.read(HTTP, 0).records
         assert [orjson.loads(line) for line in lines[:2]] == odd
         assert orjson.loads(lines[2])["RayID"] == "c"
@@ -334,7 +345,7 @@ def test_a_failed_write_of_a_batch_keeps_it_and_what_follows_in_order(
     failures = [OSError(errno.ENOSPC, "injected")]
 
     def write_all(descriptor: int, *parts: bytes | memoryview) -> None:
-        if failures and bytes(parts[0][:4]) == b"EPLC":
+        if failures and log_store._HEADER.unpack(bytes(parts[0][:20]))[2] == 20:  # the block of the batch
             raise failures.pop()
         real(descriptor, *parts)
 
@@ -371,3 +382,116 @@ def test_a_short_gathered_write_is_finished_piece_by_piece(
     finally:
         os.close(descriptor)
     assert path.read_bytes() == b"headerpayload"
+
+
+# One form on disk: every block the store writes is a column block; blocks of lines are only read.
+
+
+def block_magics(directory: Path) -> list[bytes]:
+    magics: list[bytes] = []
+    for segment in sorted((directory / HTTP).glob("*.seg")):
+        data = segment.read_bytes()
+        byte = 0
+        while byte < len(data):
+            magic, length, _, _ = log_store._HEADER.unpack_from(data, byte)
+            magics.append(magic)
+            byte += log_store.HEADER_BYTES + length
+    return magics
+
+
+def test_every_form_of_append_writes_column_blocks(tmp_path: Path) -> None:
+    given = [b"", b"not json", b'{"RayID":"x","pad":null}', b"[1,2]"]
+    with SegmentedLogStore(tmp_path) as store:
+        store.append(HTTP, given)
+        store.append_rows(HTTP, [{"RayID": "a", "NotAField": 1}, {}])
+        store.append_rows(HTTP, rows(0, 3))
+        store.append_columns(HTTP, columns_of(3, 2))
+        assert store.flush(timeout=5)
+        assert store.read(HTTP, 0, max_records=4).records == given  # bytes come back as they were given
+        assert as_rows(store.read_columns(HTTP, 0, max_records=6)) == [
+            {"_line": ""},
+            {"_line": "not json"},
+            {"RayID": "x"},
+            {"_line": "[1,2]"},
+            {"RayID": "a", "NotAField": 1},
+            {},
+        ]
+        assert read_all_columns(store, 6) == rows(0, 5)
+    assert set(block_magics(tmp_path)) == {b"EPLC"}
+
+
+def test_blocks_of_lines_an_earlier_release_wrote_are_still_read(tmp_path: Path) -> None:
+    lines = [orjson.dumps(row) for row in rows(0, 3)]
+    payload = b"\n".join(lines)
+    header = log_store._HEADER.pack(b"EPLB", len(payload), 3, 0)
+    (tmp_path / HTTP).mkdir()
+    (tmp_path / HTTP / "00000000000000000000.seg").write_bytes(
+        header + log_store._CRC.pack(zlib.crc32(payload, zlib.crc32(header))) + payload
+    )
+    with SegmentedLogStore(tmp_path) as store:
+        assert store.end_position(HTTP) == 3
+        assert store.read(HTTP, 0).records == lines
+        store.append_rows(HTTP, rows(3, 2))
+        assert store.flush(timeout=5)
+        assert read_all_columns(store) == rows(0, 5)
+        assert read_all_columns(store, 1, max_records=1) == rows(1, 4)
+    assert block_magics(tmp_path) == [b"EPLB", b"EPLC"]
+
+
+# Commits: the intake's one durable hop.
+
+
+def test_a_commit_is_readable_and_durable_when_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(log_store.os, "fsync", lambda descriptor: (synced.append(descriptor), real_fsync(descriptor)))
+    with SegmentedLogStore(tmp_path, flush_interval=3600, sync_interval=3600) as store:
+        store.commit_columns(HTTP, [columns_of(0, 10), batch_of_any_rows(HTTP, [{"RayID": "x", "NotAField": 1}])])
+        assert synced  # before it returned, with no flusher involved
+        assert store.stats().flushes == 0
+        assert store.end_position(HTTP) == 11
+        reader = SegmentedLogStore(tmp_path, writable=False)
+        assert read_all_columns(reader) == [*rows(0, 10), {"RayID": "x", "NotAField": 1}]
+        store.commit_columns(HTTP, [])  # nothing to commit
+        assert store.end_position(HTTP) == 11
+
+
+def test_a_failed_commit_leaves_the_stream_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = log_store._write_all
+    failures = [OSError(errno.EIO, "injected")]
+
+    def write_all(descriptor: int, *parts: bytes | memoryview) -> None:
+        real(descriptor, *parts[:1])  # half of it reaches the file
+        if failures:
+            raise failures.pop()
+        real(descriptor, *parts[1:])
+
+    with SegmentedLogStore(tmp_path) as store:
+        store.commit_columns(HTTP, [columns_of(0, 5)])
+        monkeypatch.setattr(log_store, "_write_all", write_all)
+        with pytest.raises(OSError, match="injected"):
+            store.commit_columns(HTTP, [columns_of(5, 5)])
+        assert store.end_position(HTTP) == 5  # none of it
+        store.commit_columns(HTTP, [columns_of(5, 5)])  # the intake's next try
+        assert read_all_columns(store) == rows(0, 10)
+    with SegmentedLogStore(tmp_path) as reopened:
+        assert reopened.end_position(HTTP) == 10
+
+
+def test_commits_roll_segments_and_keep_offsets(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path, segment_bytes=4000) as store:
+        for start in range(0, 300, 30):
+            store.commit_columns(HTTP, [columns_of(start, 30)])
+            store.append_columns(HTTP, columns_of(1000 + start, 1))  # the flusher's appends interleave
+            assert store.flush(timeout=5)
+    assert len(list((tmp_path / HTTP).glob("*.seg"))) > 2
+    with SegmentedLogStore(tmp_path, writable=False) as reader:
+        expected = [row for start in range(0, 300, 30) for row in (*rows(start, 30), *rows(1000 + start, 1))]
+        assert read_all_columns(reader, max_records=70) == expected
+
+
+def test_a_commit_refuses_a_column_of_the_wrong_type(tmp_path: Path) -> None:
+    with SegmentedLogStore(tmp_path) as store:
+        with pytest.raises(ValueError, match="EdgeResponseStatus"):
+            store.commit_columns(HTTP, [pa.RecordBatch.from_pydict({"EdgeResponseStatus": pa.array(["200"])})])
+        assert store.end_position(HTTP) == 0

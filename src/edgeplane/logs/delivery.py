@@ -9,10 +9,9 @@ are retried with an exponential backoff capped at ``logs.upload_retry_max_second
 ``last_error`` and ``error_message`` say what happened. The records of every edge worker's store (partition) are
 read; cursors are per partition.
 
-Records stored in columns (``edgeplane.logs.record_columns``) are selected a block at a time: the zone check and the
-filter are vectorised over the block (``edgeplane.logs.filter_columns``), and only the records kept, and only the
-columns the job writes, become Python objects for the formatter. Records stored as JSON lines are decoded one by one
-and go through the per-record predicate (``edgeplane.logs.filter_compiler``); both give the same selection.
+Records come in one form, record batches (``edgeplane.logs.record_columns``), and are selected a read at a time:
+the zone check and the filter are vectorised over the batch (``edgeplane.logs.filter_columns``), and only the
+records kept, and only the columns the job writes, are formatted.
 
 The work on records (decoding, filter, format, gzip) runs in a worker thread, in a process of its own
 (``edgeplane serve`` starts it), so that it never competes with the edge for the event loop.
@@ -29,7 +28,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
@@ -49,11 +47,10 @@ from edgeplane.logs.destinations import (
     open_destination,
 )
 from edgeplane.logs.filter_columns import compile_column_filter
-from edgeplane.logs.filter_compiler import compile_filter
 from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.log_store import LogStore, PositionLostError
 from edgeplane.logs.output_options import output_options_from_logpull, parse_logpull_options, parse_output_options
-from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, rows_of
+from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, loose_values, rows_of
 from edgeplane.logs.record_format import SAMPLE_KEY_FIELD, RecordFormatter, compile_formatter, gzip_batch, object_name
 from edgeplane.logs.retention_watch import RetentionWatch
 
@@ -102,11 +99,9 @@ class JobPlan:
     job_id: int
     dataset: Dataset
     zone_names: frozenset[str] | None  # None: every zone
-    keep: Callable[[dict[str, Any]], bool]  # zone, filter and sampling, for one record stored as a JSON line
     select: Callable[[pa.RecordBatch], pa.Array | None]  # zone and filter over a block in columns; None: all of it
-    columns: tuple[str, ...]  # what the formatter and sampling read of a record
     needed: tuple[str, ...]  # what ``select`` and the formatter read of a block
-    encode_columns: ColumnEncoder | None  # ndjson written a block at a time; None: per record
+    encode_columns: ColumnEncoder  # the job's output written a block at a time
     sample_rate: float
     formatter: RecordFormatter
     max_records: int
@@ -119,7 +114,6 @@ def plan_job(job: LogpushJobDefinition, snapshot: DeliverySnapshot) -> JobPlan:
     """Compiles a job of the snapshot. Raises the logs package's errors for a job that no longer validates."""
     dataset = load_dataset(job.dataset)
     tree = parse_filter(job.filter, dataset) if job.filter else None
-    predicate = compile_filter(tree, dataset) if tree is not None else None
     column_predicate = compile_column_filter(tree, dataset) if tree is not None else None
     if job.output_options is not None:
         options = parse_output_options(job.output_options, dataset)
@@ -133,15 +127,6 @@ def plan_job(job: LogpushJobDefinition, snapshot: DeliverySnapshot) -> JobPlan:
         zone_names: frozenset[str] | None = frozenset({zone.zone_name}) if zone else frozenset()
     else:
         zone_names = frozenset(z.zone_name for z in snapshot.zones.values() if z.account_id == job.account_id)
-    sample = formatter.keep
-
-    def keep(record: dict[str, Any]) -> bool:
-        if zone_names is not None and record.get("ZoneName") not in zone_names:
-            return False
-        if predicate is not None and not predicate(record):
-            return False
-        return sample(record)
-
     zone_set = pa.array(sorted(zone_names), type=pa.string()) if zone_names is not None else None
 
     def select(batch: pa.RecordBatch) -> pa.Array | None:
@@ -157,9 +142,7 @@ def plan_job(job: LogpushJobDefinition, snapshot: DeliverySnapshot) -> JobPlan:
         job_id=job.id,
         dataset=dataset,
         zone_names=zone_names,
-        keep=keep,
         select=select,
-        columns=tuple(dict.fromkeys((*formatter.fields, SAMPLE_KEY_FIELD))),
         encode_columns=compile_column_encoder(options, dataset),
         sample_rate=options.sample_rate,
         needed=tuple(
@@ -245,8 +228,6 @@ class JobDelivery:
         """Reads what each partition has (bounded by the batch's limits); returns whether anything was read."""
         plan = self.plan
         dataset = plan.dataset.name
-        keep = plan.keep
-        encode = plan.formatter.encode
         progressed = False
         lag = 0
         for index, store in enumerate(self.partitions):
@@ -271,13 +252,6 @@ class JobDelivery:
             progressed = True
             at = read.position
             for group in _runs(read.parts):
-                if isinstance(group, list):
-                    for offset, raw in enumerate(group):
-                        record = orjson.loads(raw)
-                        if keep(record):
-                            self._add(batch, encode(record), at + offset)
-                    at += len(group)
-                    continue
                 block = combined(group, plan.needed)
                 mask = plan.select(block)
                 if plan.sample_rate < 1:
@@ -287,10 +261,7 @@ class JobDelivery:
                 else:
                     indices = pc.indices_nonzero(mask)
                     chosen, offsets = block.take(indices), indices.to_pylist()
-                if plan.encode_columns is not None:
-                    encoded = plan.encode_columns(chosen)
-                else:
-                    encoded = [encode(record) for record in rows_of(chosen, plan.columns)]
+                encoded = plan.encode_columns(chosen)
                 for offset, line in zip(offsets, encoded, strict=True):
                     self._add(batch, line, at + offset)
                 at += block.num_rows
@@ -351,12 +322,12 @@ def _sampled(block: pa.RecordBatch, mask: pa.Array | None, keep: Callable[[dict[
     """``mask`` narrowed by the sampling decision, which depends only on a record's ``RayID``; a record without
     one is decided on its needed columns (the per-record path decides it on the whole record)."""
     candidates = range(block.num_rows) if mask is None else pc.indices_nonzero(mask).to_pylist()
-    ray_ids = column_or_nulls(block, SAMPLE_KEY_FIELD, pa.string()).to_pylist()
+    ray_ids = loose_values(column_or_nulls(block, SAMPLE_KEY_FIELD, pa.string()))
     kept = [False] * block.num_rows
     rows: list[dict[str, Any]] | None = None
     for index in candidates:
         ray_id = ray_ids[index]
-        if ray_id is not None:
+        if type(ray_id) is str:
             kept[index] = keep({SAMPLE_KEY_FIELD: ray_id})
         else:
             rows = rows if rows is not None else rows_of(block)
@@ -364,18 +335,19 @@ def _sampled(block: pa.RecordBatch, mask: pa.Array | None, keep: Callable[[dict[
     return pa.array(kept, type=pa.bool_())
 
 
-def _runs(parts: list[pa.RecordBatch | list[bytes]]) -> list[tuple[pa.RecordBatch, ...] | list[bytes]]:
-    """``parts`` with consecutive record batches grouped (in a tuple), so that each group is worked on at once."""
-    runs: list[tuple[pa.RecordBatch, ...] | list[bytes]] = []
+def _runs(parts: list[pa.RecordBatch]) -> list[tuple[pa.RecordBatch, ...]]:
+    """``parts`` grouped into runs of consecutive batches that can be worked on at once: a column two batches share
+    has one type in both (a loose column, ``record_columns.batch_of_any_rows``, starts a run of its own)."""
+    runs: list[tuple[pa.RecordBatch, ...]] = []
     batches: list[pa.RecordBatch] = []
+    types: dict[str, pa.DataType] = {}
     for part in parts:
-        if isinstance(part, list):
-            if batches:
-                runs.append(tuple(batches))
-                batches = []
-            runs.append(part)
-        else:
-            batches.append(part)
+        schema = part.schema
+        if any(types.get(name, type_) != type_ for name, type_ in zip(schema.names, schema.types, strict=True)):
+            runs.append(tuple(batches))
+            batches, types = [], {}
+        batches.append(part)
+        types.update(zip(schema.names, schema.types, strict=True))
     if batches:
         runs.append(tuple(batches))
     return runs

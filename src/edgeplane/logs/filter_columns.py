@@ -1,12 +1,12 @@
 """The filter compiled to Arrow: a checked filter turned, once, into a predicate over a whole block of log records.
 
-Why Arrow compute: the per-record predicate (``edgeplane.logs.filter_compiler``) is already as fast as hand-written
-Python, and that is its ceiling: every record costs a Python call, a dictionary look-up per field and a Python
-comparison per condition, several times the target for a 30-operator filter (``docs/benchmarks.md``). No
+Why Arrow compute: a per-record predicate (generated Python, ``tests.support.filter_compiler``, now a test oracle) is as
+fast as hand-written Python, and that is its ceiling: every record costs a Python call, a dictionary look-up per field
+and a Python comparison per condition, several times the target for a 30-operator filter (``docs/benchmarks.md``). No
 Python code can go below that while it touches each record. The log store keeps records as Arrow record batches
-(``edgeplane.logs.record_columns``), so a filter can instead be a handful of compute kernels per block: one C++ loop
-per condition over a whole column (``equal``, ``less``, ``starts_with``, ``is_in``, ...) and one per ``and``/``or``,
-with no Python object per record at all. Python's overhead is paid once per kernel and block, not once per record.
+(``edgeplane.logs.record_columns``), so a filter can instead be a handful of compute kernels per block: one C++ loop per
+condition over a whole column (``equal``, ``less``, ``starts_with``, ``is_in``, ...) and one per ``and``/``or``, with no
+Python object per record at all. Python's overhead is paid once per kernel and block, not once per record.
 
 Semantics: exactly those of the reference interpreter (``edgeplane.logs.filter_interpreter``), mapped to columns:
 
@@ -14,6 +14,8 @@ Semantics: exactly those of the reference interpreter (``edgeplane.logs.filter_i
   records have), when the record's value is null, or when the column is not of an Arrow type the field's values can
   have (say a block whose types were inferred differently): such a column is treated as absent, as the interpreter
   treats a value of the wrong type. A list holding a null element is not a list of strings, so it is missing too.
+  A loose column (each value's JSON text: records that did not fit the schema, ``record_columns.batch_of_any_rows``)
+  is decided record by record by the interpreter, on its decoded values.
 - Each positive operator is computed as a mask that is null where the field is missing; the nulls become ``false``
   (``fill_null``), and a negated operator is the inverse of that filled mask, so it is ``true`` where the field is
   missing. Every mask that leaves a condition, a group or the predicate has no nulls, so ``and``/``or`` are the plain
@@ -58,6 +60,7 @@ from edgeplane.logs.datasets import Dataset
 from edgeplane.logs.filter_checker import checked_field, comparand
 from edgeplane.logs.filter_interpreter import evaluate
 from edgeplane.logs.filter_tree import NEGATED, Condition, Filter, Node, Operator
+from edgeplane.logs.record_columns import is_loose, loose_values
 
 ColumnPredicate: TypeAlias = Callable[[pa.RecordBatch], pa.BooleanArray]
 
@@ -217,6 +220,8 @@ class _ConditionPlan:
             return self.negated
         try:
             column = self.normalise(batch.column(index))
+            if column is None and is_loose(batch.column(index)):  # values of any type: one by one
+                return self._record_by_record(batch.column(index))
             if column is None:  # of a type the field's values never have: missing from every record
                 return self.negated
             mask = self.kernel(column)
@@ -236,7 +241,7 @@ class _ConditionPlan:
     def _record_by_record(self, column: pa.Array) -> Mask:
         tree, name, dataset = Filter(self.condition), self.name, self.dataset
         try:
-            values = column.to_pylist()
+            values = loose_values(column)
         except (pa.ArrowException, ValueError, TypeError, OverflowError):
             return self.negated
         return pa.array([evaluate(tree, {name: value}, dataset) for value in values], pa.bool_())

@@ -1,7 +1,8 @@
 """The reference interpreter: a filter evaluated by walking its tree, one record at a time.
 
-It is the definition the compiled predicate (``edgeplane.logs.filter_compiler``) is tested against, and the
-baseline it is measured against; it is written to be obviously right, not fast.
+It is the definition the column filter (``edgeplane.logs.filter_columns``, which also falls back on it for a loose
+column) and the compiled per-record predicate (``tests.support.filter_compiler``, a test oracle) are tested against,
+and the baseline they are measured against; it is written to be obviously right, not fast.
 
 Semantics (also in ``docs/logpush-filters.md``):
 

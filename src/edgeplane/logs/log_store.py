@@ -1,8 +1,13 @@
 """The log store: durable, append-only, segmented streams of log records between the edge and delivery.
 
-The edge appends records to a *dataset* stream (``http_requests``, ``firewall_events``): as an Arrow record batch
-(``append_columns``, the edge's way), as dictionaries (``append_rows``), which the store keeps in columns, or as
-opaque ``bytes`` (``append``: one JSON object each, no newline inside). Delivery reads each stream from a per-job
+In the pipeline source → buffer → transform → sink (``docs/log-store.md``), the store is the buffer's durable half:
+the journal intake commits each sealed journal period to a *dataset* stream (``http_requests``, ``firewall_events``)
+with ``commit_columns`` (written and ``fsync``ed on the caller's thread: the one durable hop, no flusher in between),
+and each Logpush job reads on from its *cursor*, which it saves once its destination has the records: the cursor is
+the acknowledgement, and retention drops what every cursor has passed. Records may also be appended without
+blocking, for the flusher thread to write: as an Arrow record batch (``append_columns``), as dictionaries
+(``append_rows``), which the store keeps in columns, or as opaque ``bytes`` (``append``: one JSON object each, no
+newline inside). Delivery reads each stream from a per-job
 *cursor*, as columns (``read_columns``) or as JSON lines (``read``, whatever form the records were stored in).
 ``LogStore`` is the interface; ``SegmentedLogStore`` is the single-machine implementation on files. A NATS JetStream
 stream (one stream per dataset, a durable consumer per job) fits the same interface; see ``docs/log-store.md``.
@@ -16,15 +21,19 @@ Layout on disk::
     <directory>/<dataset>/<first offset, 20 digits>.seg    segments, oldest first
     <directory>/<dataset>/cursors/<job id>.cursor          one file per job: its position, as decimal text
 
-A segment is a sequence of *blocks*, one per dataset per flush (large flushes are split): a 24-byte header (magic,
-payload length, record count, first offset, CRC32 of header and payload) then the payload. With magic ``EPLB`` the
-payload is the records joined by ``\\n``; with ``EPLC`` it is an Arrow IPC stream of one record batch
-(``edgeplane.logs.record_columns``), written for records given to ``append_columns`` (serialised by the caller, so
-that the flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most
-``_ROWS_PER_BLOCK`` of them. Rows that do not fit their dataset's schema are written as JSON lines instead, so
-nothing is refused for its shape. A block is written with one ``write`` and is valid only when its CRC
-matches, so a write torn by a crash is recognised; opening the store for writing truncates the last segment after
-its last valid block.
+A segment is a sequence of *blocks*, one per dataset per commit or flush (large ones are split): a 24-byte header
+(magic, payload length, record count, first offset, CRC32 of header and payload) then the payload. The store writes one
+form, magic ``EPLC``: an Arrow IPC stream of one record batch (``edgeplane.logs.record_columns``), for records given to
+``commit_columns`` (serialised and written by the caller), to ``append_columns`` (serialised by the caller, so that the
+flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most ``_ROWS_PER_BLOCK`` of
+them. Rows that do not fit their dataset's schema keep their odd columns loose (each value's JSON text,
+``record_columns.batch_of_any_rows``), and records given as bytes (``append``) are kept as they are in one column, so
+nothing is refused for its shape. Blocks of magic ``EPLB`` (the records joined by ``\\n``), which releases before this
+one wrote, are still read, never written. A block is written with one ``write`` and is valid only when its CRC matches,
+so a write torn by a crash is recognised; opening the store for writing truncates the last segment after its last valid
+block.
+
+Durability contract of ``commit_columns``: durable when it returns; all of the call's records or none.
 
 Durability contract of ``append``:
 
@@ -55,8 +64,8 @@ refused with ``LogStoreBusyError`` instead of corrupting the segments, and the k
 holder dies, so a crash leaves nothing to clean up. Readers may be other
 threads of the writer's process, which see every flushed record, or other processes opening the directory with
 ``writable=False``, which see every record whose block is complete on disk. ``read`` never returns a partially
-written record. All file I/O runs on the flusher thread or on the reader's thread; ``append`` does none, so it is
-safe to call on an event loop.
+written record. All file I/O runs on the flusher thread, the committer's thread or the reader's thread; ``append``
+does none, so it is safe to call on an event loop.
 """
 
 from __future__ import annotations
@@ -74,19 +83,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-import orjson
 import pyarrow as pa
 from isal.isal_zlib import crc32  # the same CRC-32 as zlib's, many times faster on large blocks
 
-from edgeplane.logs.record_columns import Compression, conform, decode_block, encode_batch, encode_rows, lines_of
+from edgeplane.logs.record_columns import (
+    Compression,
+    batch_of_any_rows,
+    batch_of_given_lines,
+    batch_of_lines,
+    conform,
+    decode_block,
+    encode_batch,
+    json_text,
+    lines_given,
+    lines_of,
+)
 
 SEGMENT_SUFFIX: Final = ".seg"
 CURSOR_SUFFIX: Final = ".cursor"
 OFFSET_DIGITS: Final = 20
 
-_MAGIC: Final = b"EPLB"
+_MAGIC_LINES: Final = b"EPLB"  # blocks of lines: read (an earlier release wrote them), never written
 _MAGIC_COLUMNS: Final = b"EPLC"
-_MAGICS: Final = (_MAGIC, _MAGIC_COLUMNS)
+_MAGICS: Final = (_MAGIC_LINES, _MAGIC_COLUMNS)
 _ROWS_PER_BLOCK: Final = 8192
 _ROW_BYTES: Final = 256  # a dictionary's overhead in the buffer bound, on top of its strings (``_row_size``)
 # magic, payload length, record count, first offset; then the CRC32 of these 20 bytes and the payload.
@@ -158,11 +177,12 @@ class Batch:
 
 @dataclass(frozen=True, slots=True)
 class ColumnBatch:
-    """Records read from one dataset in the form they are stored: ``parts`` in order, each an Arrow record batch
-    (records kept in columns) or a list of JSON lines (records appended as bytes, or not fitting the schema).
-    Together they hold the records from ``position`` to ``next_position``; an empty batch means none is available."""
+    """Records read from one dataset in columns: ``parts`` in order, each an Arrow record batch (records given as
+    bytes, and those of blocks of lines an earlier release wrote, decoded into columns:
+    ``record_columns.batch_of_given_lines``). Together they hold the records from ``position`` to ``next_position``;
+    an empty batch means none is available."""
 
-    parts: list[pa.RecordBatch | list[bytes]]
+    parts: list[pa.RecordBatch]
     position: int
     next_position: int
 
@@ -216,6 +236,14 @@ class LogStore(Protocol):
         work that holds the interpreter's lock."""
         ...
 
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
+        """Write the records of ``batches`` in order (each as for ``append_columns``; loose columns,
+        ``record_columns.batch_of_any_rows``, taken too) after the stream's end now, and make them durable before
+        returning: all of them, or none (an ``OSError`` of the disk leaves the stream as it was). Blocks on the
+        disk, so an asyncio caller runs it in a thread. The intake's one durable hop: a sealed journal period is
+        deleted once its records are committed."""
+        ...
+
     def end_position(self, dataset: str) -> int:
         """The position of the next record to become readable."""
         ...
@@ -242,9 +270,8 @@ class LogStore(Protocol):
         max_bytes: int = 8 << 20,
         columns: Collection[str] | None = None,
     ) -> ColumnBatch:
-        """Like ``read``, with the records in the form they are stored (see ``ColumnBatch``); with ``columns``,
-        blocks kept in columns may hold only those of their columns (a reader that needs a few of them does not
-        decompress the others)."""
+        """Like ``read``, with the records in columns (see ``ColumnBatch``); with ``columns``, a batch may hold only
+        those of its columns (a reader that needs a few of them does not decompress the others)."""
         ...
 
     def load_cursor(self, dataset: str, job_id: int) -> int | None:
@@ -431,6 +458,49 @@ class SegmentedLogStore:
         ]
         self._accept(dataset, blocks, sum(len(block.payload) for block in blocks), batch.num_rows)
 
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
+        """See ``LogStore.commit_columns``: the blocks are written with one ``write``, the segment is ``fsync``ed,
+        and only then are the records published to readers. Records that do not fit in what is left of the segment
+        start a new one. Raises ``LogStoreClosedError`` on a closed or read-only store."""
+        payloads = [
+            (encode_batch(part, self.compression), part.num_rows)
+            for batch in (conform(dataset, batch) for batch in batches if batch.num_rows)
+            for part in (batch.slice(start, _ROWS_PER_BLOCK) for start in range(0, batch.num_rows, _ROWS_PER_BLOCK))
+        ]
+        if not payloads:
+            return
+        stream = self._streams.get(dataset) or self._writable_stream(dataset)
+        with self._lock:
+            if self._closed:
+                raise LogStoreClosedError("the log store is closed")
+        with self._write_lock:
+            if stream.roll_due:
+                self._roll(stream)
+            published = stream.published
+            if os.fstat(stream.fd).st_size != published.last_size:
+                os.ftruncate(stream.fd, published.last_size)  # a write that failed half way
+            size = sum(HEADER_BYTES + len(payload) for payload, _ in payloads)
+            if published.last_size and size > self.segment_bytes - published.last_size:
+                self._roll(stream)
+                published = stream.published
+            parts: list[bytes | memoryview] = []
+            offset = published.end
+            for payload, count in payloads:
+                header = _HEADER.pack(_MAGIC_COLUMNS, len(payload), count, offset)
+                parts += [header + _CRC.pack(crc32(payload, crc32(header))), payload]
+                offset += count
+            try:
+                _write_all(stream.fd, *parts)
+                os.fsync(stream.fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(stream.fd, published.last_size)
+                raise
+            stream.unsynced = False
+            stream.published = _Published(published.segments, published.last_size + size, offset)
+        with self._lock:
+            self._counters["appended"] += offset - published.end
+
     def _accept(self, dataset: str, items: Sequence[_Pending], size: int, count: int | None = None) -> None:
         """Queue ``items`` (``count`` records; one per item by default) for the flusher."""
         stream = self._streams.get(dataset) or self._writable_stream(dataset)
@@ -566,7 +636,7 @@ class SegmentedLogStore:
         *,
         columns: bool,
         names: Collection[str] | None = None,
-    ) -> tuple[list[pa.RecordBatch | list[bytes]], int]:
+    ) -> tuple[list[pa.RecordBatch] | list[list[bytes]], int]:
         published = self._published(dataset)
         if position > published.end:
             raise PositionAheadError(dataset, position, published.end)
@@ -575,7 +645,7 @@ class SegmentedLogStore:
         segments = published.segments
         if not segments or position < segments[0]:
             raise PositionLostError(dataset, position, segments[0] if segments else published.end)
-        parts: list[pa.RecordBatch | list[bytes]] = []
+        parts: list[Any] = []  # record batches with ``columns``, else lists of lines
         taken = 0
         taken_bytes = 0
         hint = self._read_hints.get((dataset, position))  # kept: another job may read from the same position
@@ -605,8 +675,14 @@ class SegmentedLogStore:
                 if skip < 0:
                     raise CorruptSegmentError(f"{dataset}: records {next_position} to {block.first} are missing")
                 room = max_records - taken
-                if block.columns and columns:
-                    batch = _decoded(dataset, block, payload, names)
+                if columns:
+                    if block.columns:
+                        batch = _decoded(dataset, block, payload, names)
+                        given = lines_given(batch)
+                        if given is not None:
+                            batch = batch_of_given_lines(dataset, given)
+                    else:
+                        batch = batch_of_given_lines(dataset, _split_lines(dataset, block, payload))
                     share = block.payload_length / block.count
                     wanted = min(block.count - skip, room)
                     kept = min(wanted, max(int((max_bytes - taken_bytes) // share), 0 if taken else 1))
@@ -618,9 +694,7 @@ class SegmentedLogStore:
                     if block.columns:
                         lines = lines_of(_decoded(dataset, block, payload))
                     else:
-                        lines = payload.split(b"\n")
-                        if len(lines) != block.count:
-                            raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
+                        lines = _split_lines(dataset, block, payload)
                     if skip:
                         lines = lines[skip:]
                     if len(lines) > room:
@@ -956,9 +1030,9 @@ class SegmentedLogStore:
 
     def _write(self, stream: _Stream, records: list[_Pending]) -> tuple[int, OSError | None]:
         """Write ``records`` as blocks after the stream's end, rolling segments as needed, publishing each write:
-        column blocks as they are, runs of bytes as blocks of lines, runs of dictionaries as blocks of columns (or,
-        when they do not fit the schema, as lines). Returns how many items of ``records`` were written, and the
-        error that stopped it, if any."""
+        column blocks as they are, runs of bytes as blocks of one column holding them as given, runs of dictionaries
+        as blocks of columns (loose ones for what does not fit the schema). Returns how many items of ``records``
+        were written, and the error that stopped it, if any."""
         index = 0
         start = stream.published.end
         with self._write_lock:
@@ -987,11 +1061,11 @@ class SegmentedLogStore:
                     else:
                         run: list[dict[str, Any]] = records[index:end]  # type: ignore[assignment]  # dictionaries
                         try:
-                            payload = encode_rows(stream.name, run, self.compression)
-                        except Exception:  # any surprise in the conversion: the records go out as lines
+                            payload = encode_batch(batch_of_any_rows(stream.name, run), self.compression)
+                        except Exception:  # any surprise in the conversion: the records are kept as their JSON
                             payload = None
                         if payload is None:
-                            self._write_lines(stream, [_json_line(row) for row in run])
+                            self._write_lines(stream, [json_text(row) for row in run])
                         else:
                             self._write_block(stream, payload, len(run))
                     index = end
@@ -1014,33 +1088,23 @@ class SegmentedLogStore:
         )
 
     def _write_lines(self, stream: _Stream, records: Sequence[bytes]) -> None:
-        """Write ``records`` as blocks of lines, rolling segments as needed; each write is published as it lands,
-        so that after an ``OSError`` the stream's end says how many were written."""
-        written = 0
-        while written < len(records):
-            published = stream.published
-            room = self.segment_bytes - published.last_size - HEADER_BYTES
-            if published.last_size and len(records[written]) > room:
-                self._roll(stream)
-                published = stream.published
-            size, offset = published.last_size, published.end
-            blocks: list[bytes] = []
-            index = written
-            while index < len(records):
-                budget = min(_MAX_BLOCK_PAYLOAD, self.segment_bytes - size - HEADER_BYTES)
-                if size and len(records[index]) > budget:
-                    break  # the next segment takes it; a record larger than a segment gets one of its own
-                take = _fit(records, index, budget)
-                payload = b"\n".join(records[index : index + take])
-                header = _HEADER.pack(_MAGIC, len(payload), take, offset)
-                blocks.append(header + _CRC.pack(crc32(payload, crc32(header))) + payload)
-                size += HEADER_BYTES + len(payload)
-                offset += take
-                index += take
-            _write_all(stream.fd, b"".join(blocks))
-            stream.unsynced = True
-            stream.published = _Published(published.segments, size, offset)
-            written = index
+        """Write ``records`` (given as bytes) as column blocks of one column holding them as they are
+        (``record_columns.batch_of_lines``), of at most ``_MAX_BLOCK_PAYLOAD`` bytes of records each, rolling
+        segments as needed; each block is published as it lands, so that after an ``OSError`` the stream's end says
+        how many were written."""
+        index = 0
+        while index < len(records):
+            room = self.segment_bytes - stream.published.last_size - HEADER_BYTES
+            take = _fit(records, index, min(_MAX_BLOCK_PAYLOAD, room))
+            payload = encode_batch(batch_of_lines(records[index : index + take]), self.compression)
+            while len(payload) > room and take > 1:  # the encoding's own bytes: fewer records
+                take = max(1, min(take - 1, take * room // len(payload)))
+                payload = encode_batch(batch_of_lines(records[index : index + take]), self.compression)
+            if len(payload) > room and stream.published.last_size:
+                self._roll(stream)  # the next segment takes it; a record larger than a segment gets one of its own
+                continue
+            self._write_block(stream, payload, take)
+            index += take
 
     def _roll(self, stream: _Stream) -> None:
         """Start a new segment at the stream's end; the full one is synced first."""
@@ -1108,20 +1172,6 @@ class SegmentedLogStore:
                 self._counters["deleted"] += len(doomed)
 
 
-def _json_line(row: dict[str, Any]) -> bytes:
-    """A record that does not fit its schema, as a JSON line; values JSON cannot hold are written as text."""
-    try:
-        return orjson.dumps(row, default=str)
-    except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a non-string key, a lone surrogate
-        return orjson.dumps({_safe_text(key): _safe_text(value) for key, value in row.items()})
-
-
-def _safe_text(value: object) -> str:
-    """``value`` as text JSON can hold: a lone surrogate becomes its escape sequence; valid text is unchanged."""
-    text = value if isinstance(value, str) else str(value)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _pending_size(item: _Pending) -> int:
     """What a pending item counts for in the buffer bound (as the append that queued it counted it)."""
     if isinstance(item, _ColumnBlock):
@@ -1146,6 +1196,14 @@ def _decoded(dataset: str, block: _Block, payload: bytes, names: Collection[str]
     if batch.num_rows != block.count:
         raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
     return batch
+
+
+def _split_lines(dataset: str, block: _Block, payload: bytes) -> list[bytes]:
+    """The records of a block of lines (magic ``EPLB``); ``CorruptSegmentError`` when they are not ``count``."""
+    lines = payload.split(b"\n")
+    if len(lines) != block.count:
+        raise CorruptSegmentError(f"{dataset}: block at offset {block.first} holds the wrong count")
+    return lines
 
 
 def _fit(records: Sequence[bytes], index: int, budget: int) -> int:

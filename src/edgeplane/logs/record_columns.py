@@ -16,14 +16,23 @@ A block holds only the columns at least one of its records has: the edge fills a
 fields, and a column of nulls would cost as much to build as one of values. Readers treat an absent column as all
 nulls (``column_or_nulls``).
 
-``encode_rows`` never loses a record silently: when the records do not fit the schema (a key the dataset does not
-have, a value of another type, an integer beyond 64 bits, or no field at all) it returns ``None``, and the store
-writes those records as JSON lines instead.
+Every record has a column form, so that the store keeps one form whatever it is given:
+
+- ``batch_of_rows`` converts records that fit the schema, and returns ``None`` for those that do not (a key the
+  dataset does not have, a value of another type, an integer beyond 64 bits, text UTF-8 cannot encode).
+- ``batch_of_any_rows`` converts any records: each column that fits its field keeps the field's type; every other
+  column is *loose*: ``binary`` holding each value's JSON text (``loose_values`` decodes it), a type no field has,
+  so that the column filter and the column encoder recognise it and take its values one by one, as the per-record
+  oracles would. Records without any field are one column of nulls named ``LINE``.
+- ``batch_of_lines`` keeps records given as bytes (the store's ``append``) as they were given, in the one ``binary``
+  column ``LINE``; ``batch_of_given_lines`` turns such a block into columns for readers of columns (the JSON of each
+  line decoded, a line that is not a JSON object kept as the text of ``LINE``).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -33,7 +42,9 @@ import pyarrow as pa
 from edgeplane.logs.datasets import DATASETS, Dataset, load_dataset
 
 ZONE_NAME: Final = "ZoneName"
+LINE: Final = "_line"  # the column of records kept as the bytes they were given, or of records without any field
 _JSON_METADATA: Final = {b"edgeplane.json": b"1"}
+_LINE_METADATA: Final = {b"edgeplane.line": b"1"}
 _ARROW_TYPES: Final[dict[str, pa.DataType]] = {
     "string": pa.string(),
     "int": pa.int64(),
@@ -101,19 +112,124 @@ def batch_of_rows(dataset_name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Re
         fields = [field for field in schema if field.name in present]
         arrays = []
         for field in fields:
-            name = field.name
-            values = [row.get(name) for row in rows]
-            if field.metadata == _JSON_METADATA:
-                values = [None if value is None else orjson.dumps(value).decode() for value in values]
-            array = pa.array(values)
-            if not array.type.equals(field.type):
-                if array.type not in _EMPTY_TYPES:
-                    return None
-                array = array.cast(field.type)
+            array = _typed_column(field, [row.get(field.name) for row in rows])
+            if array is None:
+                return None
             arrays.append(array)
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
     except _CONVERSION_ERRORS:
         return None
+
+
+def batch_of_any_rows(dataset_name: str, rows: Sequence[Mapping[str, Any]]) -> pa.RecordBatch:
+    """``rows`` as one record batch whatever their shape (see the module docstring): ``batch_of_rows`` when they fit
+    the schema, else the columns that fit typed and the others loose. Never raises for dictionaries of JSON values
+    (a value JSON cannot hold is kept as its text); ``rows`` must not be empty."""
+    strict = batch_of_rows(dataset_name, rows)
+    if strict is not None:
+        return strict
+    present: dict[str, None] = {}
+    for row in rows:
+        present.update(dict.fromkeys(row))
+    if not present:
+        return pa.RecordBatch.from_arrays([pa.nulls(len(rows), pa.binary())], names=[LINE])
+    schema = schema_of(dataset_name)
+    known = [] if schema is None else [field.name for field in schema if field.name in present]
+    names = [*known, *(name for name in present if name not in known)]
+    fields: list[pa.Field] = []
+    arrays: list[pa.Array] = []
+    for name in names:
+        values = [row.get(name) for row in rows]
+        index = -1 if schema is None else schema.get_field_index(name)
+        array: pa.Array | None = None
+        field = schema.field(index) if schema is not None and index >= 0 else None
+        try:
+            if field is not None:
+                array = _typed_column(field, values)
+            elif schema is None and type(name) is str:
+                array = pa.array(values)
+                field = pa.field(name, array.type)
+        except _CONVERSION_ERRORS:
+            array = None
+        if array is None or field is None:
+            field = pa.field(_safe_text(name), pa.binary(), metadata=_JSON_METADATA)
+            array = pa.array([None if value is None else json_text(value) for value in values], type=pa.binary())
+        fields.append(field)
+        arrays.append(array)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _typed_column(field: pa.Field, values: list[Any]) -> pa.Array | None:
+    """``values`` as a column of ``field``'s type, or ``None`` when they are of another; raises the conversion
+    errors (``_CONVERSION_ERRORS``, ``UnicodeError``) of a value Arrow cannot hold."""
+    if field.metadata == _JSON_METADATA:
+        values = [None if value is None else orjson.dumps(value).decode() for value in values]
+    array = pa.array(values)
+    if not array.type.equals(field.type):
+        if array.type not in _EMPTY_TYPES:
+            return None
+        array = array.cast(field.type)
+    return array
+
+
+def json_text(value: Any) -> bytes:
+    """``value`` as compact JSON, as ``orjson`` writes it; an integer beyond 64 bits, which ``orjson`` does not
+    write, as the standard library writes it; a value JSON cannot hold (text with a lone surrogate) as the JSON of its
+    text, lone surrogates as their escape sequences."""
+    try:
+        return orjson.dumps(value, default=str)
+    except (orjson.JSONEncodeError, TypeError):
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+        except (ValueError, TypeError, UnicodeError):
+            return orjson.dumps(_safe_text(value))
+
+
+def _safe_text(value: object) -> str:
+    """``value`` as text UTF-8 can encode: a lone surrogate becomes its escape sequence; valid text is unchanged."""
+    text = value if isinstance(value, str) else str(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def is_loose(column: pa.Array) -> bool:
+    """Whether ``column`` is loose (each value's JSON text, ``batch_of_any_rows``) rather than of a field's type."""
+    loose: bool = pa.types.is_binary(column.type)
+    return loose
+
+
+def loose_values(column: pa.Array) -> list[Any]:
+    """The values of a column as Python objects, a loose column's decoded from their JSON."""
+    if not is_loose(column):
+        return column.to_pylist()  # type: ignore[no-any-return]
+    loads = json.loads  # not orjson's, which reads an integer beyond 64 bits as a float
+    return [None if value is None else loads(value) for value in column.to_pylist()]
+
+
+def batch_of_lines(records: Sequence[bytes]) -> pa.RecordBatch:
+    """Records given as bytes, kept as they are in the one column ``LINE`` (``lines_given`` gives them back)."""
+    schema = pa.schema([pa.field(LINE, pa.binary(), metadata=_LINE_METADATA)])
+    return pa.RecordBatch.from_arrays([pa.array(records, type=pa.binary())], schema=schema)
+
+
+def lines_given(batch: pa.RecordBatch) -> list[bytes] | None:
+    """The records of a batch ``batch_of_lines`` made, as they were given; ``None`` for any other batch."""
+    if batch.num_columns != 1 or batch.schema.field(0).metadata != _LINE_METADATA:
+        return None
+    lines: list[bytes] = batch.column(0).to_pylist()
+    return lines
+
+
+def batch_of_given_lines(dataset_name: str, lines: Sequence[bytes]) -> pa.RecordBatch:
+    """Records given as JSON lines, in columns (``batch_of_any_rows``); a line that is not a JSON object becomes
+    a record whose ``LINE`` is its text."""
+    rows: list[Mapping[str, Any]] = []
+    for line in lines:
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            row = None
+        rows.append(row if isinstance(row, dict) else {LINE: line.decode("utf-8", "backslashreplace")})
+    return batch_of_any_rows(dataset_name, rows)
 
 
 def batch_of_columns(dataset_name: str, columns: Mapping[str, Sequence[Any]]) -> pa.RecordBatch | None:
@@ -158,13 +274,25 @@ def batch_of_columns(dataset_name: str, columns: Mapping[str, Sequence[Any]]) ->
 
 def conform(dataset_name: str, batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` with its fields replaced by the dataset's own (their metadata says which columns hold JSON).
-    Raises ``ValueError`` when a column is not a field of the dataset, or not of its type. A stream that is not a
-    known dataset takes any batch."""
+    Raises ``ValueError`` when a column is not a field of the dataset, or not of its type; a loose column
+    (``batch_of_any_rows``) is taken as it is, whatever its name. A stream that is not a known dataset takes any
+    batch."""
     if dataset_name not in DATASETS:
         return batch
     given = batch.schema
     if len(set(given.names)) != len(given.names):
         raise ValueError(f"{dataset_name}: a batch names a column twice: {given.names}")
+    if any(_loose_field(field) for field in given):
+        known = _fields_by_name(dataset_name)
+        fields = []
+        for field in given:
+            if not _loose_field(field):
+                expected = known.get(field.name)
+                if expected is None or not field.type.equals(expected.type):
+                    raise ValueError(f"{dataset_name}.{field.name} is not a field of type {field.type}")
+                field = expected
+            fields.append(field)
+        return pa.RecordBatch.from_arrays(batch.columns, schema=pa.schema(fields))
     try:
         schema = _subset_schema(dataset_name, tuple(given.names))
     except KeyError as error:
@@ -176,6 +304,12 @@ def conform(dataset_name: str, batch: pa.RecordBatch) -> pa.RecordBatch:
         if not field.type.equals(expected.type):
             raise ValueError(f"{dataset_name}.{field.name} is {expected.type}, not {field.type}")
     return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+
+
+def _loose_field(field: pa.Field) -> bool:
+    """Whether ``field`` is a loose column's (``batch_of_any_rows``): JSON text in ``binary``, or ``LINE``."""
+    loose: bool = pa.types.is_binary(field.type) and (field.metadata == _JSON_METADATA or field.name == LINE)
+    return loose
 
 
 def encode_batch(batch: pa.RecordBatch, compression: Compression = "zstd") -> memoryview:
@@ -250,16 +384,20 @@ def rows_of(batch: pa.RecordBatch, names: Sequence[str] | None = None) -> list[d
     if names is not None:
         batch = batch.select([name for name in names if batch.schema.get_field_index(name) >= 0])
     rows: list[dict[str, Any]] = batch.to_pylist()
-    decoded = [field.name for field in batch.schema if field.metadata == _JSON_METADATA]
-    for name in decoded:
-        for row in rows:
-            if row[name] is not None:
-                row[name] = orjson.loads(row[name])
+    for field in batch.schema:
+        if field.metadata == _JSON_METADATA:
+            name = field.name
+            loads = json.loads if pa.types.is_binary(field.type) else orjson.loads  # loose: any integer, exactly
+            for row in rows:
+                if row[name] is not None:
+                    row[name] = loads(row[name])
     return rows
 
 
 def lines_of(batch: pa.RecordBatch) -> list[bytes]:
     """The records of ``batch`` as compact JSON lines, as the edge would have written them: a null is a missing
-    field."""
-    dumps = orjson.dumps
-    return [dumps({key: value for key, value in row.items() if value is not None}) for row in rows_of(batch)]
+    field. A batch of records given as bytes gives them back as they were given."""
+    given = lines_given(batch)
+    if given is not None:
+        return given
+    return [json_text({key: value for key, value in row.items() if value is not None}) for row in rows_of(batch)]

@@ -1,13 +1,15 @@
 """Record formatting: a job's ``output_options`` applied to the log records its filter let through, the gzip of a
 batch, and the name of the object a batch is uploaded as.
 
-``compile_formatter(options, dataset)`` does all the work that depends only on the options, once; the returned
-``RecordFormatter`` is then called for every delivered record:
+``compile_formatter(options, dataset)`` does all the work that depends only on the options, once (and refuses the
+options it cannot apply); the returned ``RecordFormatter`` is then called for every delivered record, or batch:
 
 - ``keep(record)``: the ``sample_rate`` decision, applied after the filter. It is a pure function of the record's
   ``RayID`` (of the whole record when it has none), so a retried batch keeps exactly the same records, and every
   record of one request (several ``firewall_events`` share a RayID) is kept or dropped together.
-- ``encode(record)``: one record as bytes: ``record_prefix``, the selected fields, ``record_suffix``.
+- ``encode(record)``: one record as bytes: ``record_prefix``, the selected fields, ``record_suffix``. This is the
+  definition of the output formats, record by record: delivery writes its records in columns with
+  ``edgeplane.logs.column_format``, which the tests hold to ``encode`` byte for byte.
 - ``join(encoded)``: a batch: ``batch_prefix``, the records separated by ``record_delimiter``, ``batch_suffix``;
   with the CVE-2021-44228 option every ``${`` of that output becomes ``x{`` (replacing keeps the length, so byte
   counts taken on encoded records stay true).
@@ -39,6 +41,7 @@ no field of the dataset, or any other ``{{...}}``, is refused by ``compile_forma
 from __future__ import annotations
 
 import functools
+import json
 import re
 import secrets
 import zlib
@@ -54,6 +57,7 @@ from edgeplane.logs.datasets import Dataset
 from edgeplane.logs.destination_conf import expand_date
 from edgeplane.logs.errors import OutputOptionsError
 from edgeplane.logs.output_options import OutputOptions
+from edgeplane.logs.record_columns import json_text
 
 _deflate: ModuleType
 try:  # ISA-L's deflate: several times faster than zlib at a similar ratio
@@ -71,7 +75,7 @@ OBJECT_SUFFIX: Final = ".log.gz"
 _NANOSECONDS: Final = 1_000_000_000
 _HASH_SPACE: Final = 1 << 32
 _PLACEHOLDER: Final = re.compile(r"\{\{\s*\.([A-Za-z0-9_]+)\s*\}\}")
-_CSV_SPECIALS: Final = ('"', "\n", "\r")
+CSV_SPECIALS: Final = ('"', "\n", "\r")
 
 Record = Mapping[str, Any]
 
@@ -109,7 +113,7 @@ def compile_formatter(options: OutputOptions, dataset: Dataset) -> RecordFormatt
             raise OutputOptionsError("output_options.field_names", f"unknown field {name!r} in {dataset.name}")
     prefix = options.record_prefix.encode()
     suffix = options.record_suffix.encode()
-    template = _parse_template(options.record_template, dataset) if options.record_template else None
+    template = parse_template(options.record_template, dataset) if options.record_template else None
     if options.output_type == "csv":
         select = _selector(fields, dataset, options.timestamp_format)
         encode = _csv_encoder(fields, select, prefix, suffix, options.field_delimiter, template)
@@ -227,7 +231,7 @@ def _ndjson_encoder(
     delimiter: str,
     template: list[str] | None,
 ) -> Callable[[Record], bytes]:
-    dumps = orjson.dumps
+    dumps = json_text  # orjson's text, and an integer beyond 64 bits as it is
     if template is not None:
         select = _selector(fields, dataset, timestamp_format)
         return _template_encoder(fields, select, prefix, suffix, template, lambda value: dumps(value).decode())
@@ -268,21 +272,18 @@ def _csv_encoder(
     delimiter: str,
     template: list[str] | None,
 ) -> Callable[[Record], bytes]:
-    specials = (*_CSV_SPECIALS, delimiter) if delimiter else _CSV_SPECIALS
+    specials = (*CSV_SPECIALS, delimiter) if delimiter else CSV_SPECIALS
 
     def quoted(text: str) -> str:
-        for special in specials:
-            if special in text:
-                return '"' + text.replace('"', '""') + '"'
-        return text
+        return csv_quoted(text, specials)
 
     if template is not None:
-        return _template_encoder(fields, select, prefix, suffix, template, lambda value: quoted(_csv_text(value)))
+        return _template_encoder(fields, select, prefix, suffix, template, lambda value: quoted(csv_text(value)))
     prefix_text, suffix_text = prefix.decode(), suffix.decode()
     separators = len(fields) - 1
 
     def encode(record: Record) -> bytes:
-        texts = [value if type(value) is str else _csv_text(value) for value in select(record)]
+        texts = [value if type(value) is str else csv_text(value) for value in select(record)]
         row = delimiter.join(texts)
         # the common case: no value needs quoting, which one scan of the whole row shows
         if ('"' in row or "\n" in row or "\r" in row) or (delimiter and row.count(delimiter) != separators):
@@ -292,7 +293,16 @@ def _csv_encoder(
     return encode
 
 
-def _csv_text(value: Any) -> str:
+def csv_quoted(text: str, specials: tuple[str, ...]) -> str:
+    """``text`` as a csv value: in double quotes, its ``"`` doubled, when it holds one of ``specials`` (``"``, CR,
+    LF and the field delimiter)."""
+    for special in specials:
+        if special in text:
+            return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def csv_text(value: Any) -> str:
     """A value as csv text, before quoting."""
     kind = type(value)
     if kind is str:
@@ -304,13 +314,13 @@ def _csv_text(value: Any) -> str:
         return str(value)
     if kind is bool:
         return "true" if value else "false"
-    return orjson.dumps(value).decode()
+    return json_text(value).decode()
 
 
 # -- record_template ----------------------------------------------------------------------------------------------
 
 
-def _parse_template(template: str, dataset: Dataset) -> list[str]:
+def parse_template(template: str, dataset: Dataset) -> list[str]:
     """The template as literal text and field names alternately (``[text, name, text, ..., text]``), checked."""
     parts: list[str] = []
     at = 0
@@ -383,11 +393,20 @@ def sample_hash(record: Record) -> int:
     none). CRC32 is fast but its low bits follow the input too closely; a multiplication by an odd constant spreads
     them (Knuth's multiplicative hashing)."""
     key = record.get(SAMPLE_KEY_FIELD)
-    data = key.encode() if type(key) is str else orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    data = key.encode() if type(key) is str else _sorted_json(record)
     return (zlib.crc32(data) * 0x9E3779B1) & 0xFFFFFFFF
 
 
 # -- batches ------------------------------------------------------------------------------------------------------
+
+
+def _sorted_json(record: Record) -> bytes:
+    """The record's JSON with every object's keys sorted (an integer beyond 64 bits as the standard library writes
+    it)."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str).encode()
 
 
 def gzip_batch(chunks: Iterable[bytes]) -> bytes:

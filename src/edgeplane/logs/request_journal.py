@@ -1,24 +1,26 @@
 """The request log's write-ahead journal, and the hand-off of the edge's records to the log store: one file per period
 of about a second, written through a shared mapping, which the delivery process takes into the log store once the
-period is sealed.
+period is sealed. In the pipeline source → buffer → transform → sink (``docs/log-store.md``), this is the buffer's
+first half: the edge worker (the source) hands its records over here, and a period leaves it only once committed to
+the log store.
 
 **Accepted means journalled.** The request log (``edgeplane.edge.request_log``) appends each request's record to the
 period's file before its answer is handed to the socket. The file is mapped ``MAP_SHARED``: a store into the mapping
 is a store into the kernel's page cache for the file, which outlives the process, so once the answer can leave, its
 record survives a ``kill -9`` of the edge worker (or of ``edgeplane serve``, whose children then die), with no system
-call per record. It does not survive the machine's crash (nothing is synced per record; the log store syncs what it
-is given).
+call per record. It does not survive the machine's crash until its period is committed to the log store (nothing is
+synced per record; the commit is).
 
 Why a hand-off rather than the store in the edge worker: turning rows into an Arrow record batch, serialising it and
 writing it with the store's own thread cost the edge worker more than building the rows did, and all of that work can
-wait a second and run in another process. So the edge worker only journals: the period's file is
-``<period>.journal`` while it is written; at the end of the period (``RequestLog``: a second, or ``max_rows`` rows, or
-a full mapping) it is **sealed**: unmapped, cut to the frames written, renamed ``<period>.sealed``, and never written
-again. The delivery process (``edgeplane.logs.journal_intake``) takes the sealed files in order, appends their records
-to the worker's log store, waits until the store has written them, and deletes the files. The files a killed worker
-left unsealed are sealed when a worker starts on the same journal (``RequestJournal``), or by the delivery process for
-a partition no worker runs any more (``seal_leftovers``). A record whose period the store had written when the
-delivery process died is stored twice, never lost. The journal lives with the logs, not the edge, because both sides
+wait a second and run in another process. So the edge worker only journals: the period's file is ``<period>.journal``
+while it is written; at the end of the period (``RequestLog``: a second, or ``max_rows`` rows, or a full mapping) it is
+**sealed**: unmapped, cut to the frames written, renamed ``<period>.sealed``, and never written again. The delivery
+process (``edgeplane.logs.journal_intake``) takes the sealed files in order, commits their records to the worker's log
+store (written and synced when the commit returns: the one durable hop), and deletes the files. The files a killed
+worker left unsealed are sealed when a worker starts on the same journal (``RequestJournal``), or by the delivery
+process for a partition no worker runs any more (``seal_leftovers``). A record whose period the store had committed when
+the delivery process died is stored twice, never lost. The journal lives with the logs, not the edge, because both sides
 use it: the edge writes it (``RequestJournal``), the delivery process reads it.
 
 The file (format 4): a head of 8 bytes (``EPJ4`` and the format number), then frames, one after the other::

@@ -8,13 +8,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from edgeplane.logs.datasets import load_dataset
-from edgeplane.logs.filter_compiler import compile_filter
+from edgeplane.logs.filter_columns import compile_column_filter
 from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.log_store import PositionLostError, SegmentedLogStore
 from edgeplane.logs.partitions import partitions_under
+from edgeplane.logs.record_columns import rows_of
 
 _POLL_SECONDS = 0.2
 
@@ -29,9 +28,10 @@ def tail_records(
     stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[dict[str, Any]]:
     """Yields matching records: those already stored (with ``from_start``), then new ones as they are flushed.
-    Raises ``FilterError`` for an invalid filter and ``UnknownDatasetError`` for an unknown dataset."""
+    A missing value is left out of its record, as in a JSON line. Raises ``FilterError`` for an invalid filter and
+    ``UnknownDatasetError`` for an unknown dataset."""
     dataset = load_dataset(dataset_name)
-    predicate = compile_filter(parse_filter(filter_text, dataset), dataset) if filter_text else None
+    predicate = compile_column_filter(parse_filter(filter_text, dataset), dataset) if filter_text else None
     stores: dict[Path, SegmentedLogStore] = {}
     positions: dict[Path, int] = {}
     while not stop():
@@ -45,16 +45,16 @@ def tail_records(
         progressed = False
         for path, store in stores.items():
             try:
-                batch = store.read(dataset.name, positions[path])
+                batch = store.read_columns(dataset.name, positions[path])
             except PositionLostError as lost:
                 positions[path] = lost.oldest_position
                 continue
             positions[path] = batch.next_position
-            for raw in batch.records:
+            for part in batch.parts:
                 progressed = True
-                record = orjson.loads(raw)
-                if predicate is None or predicate(record):
-                    yield record
+                kept = part if predicate is None else part.filter(predicate(part))
+                for row in rows_of(kept):
+                    yield {name: value for name, value in row.items() if value is not None}
         if not progressed:
             if not follow:
                 return

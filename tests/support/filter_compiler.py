@@ -1,4 +1,9 @@
-"""The filter compiler: a checked filter turned, once, into a fast predicate over log records.
+"""The filter compiler: a checked filter turned, once, into a fast predicate over log records, one record at a time.
+
+A test oracle, not production code: delivery and ``edgeplane logs tail`` select with the column filter
+(``edgeplane.logs.filter_columns``), and this predicate is what the tests (and ``bench/filter.py``) hold it to,
+record by record, beside the reference interpreter. It was delivery's predicate for records stored as JSON lines
+until the log store kept every record in columns (issue 23).
 
 The tree becomes the source of one Python function whose body is a single boolean expression, the expression a
 person would write by hand (``r.get("BotScore") ... < c0 and ...``), compiled with ``compile()``. Measured in
@@ -46,7 +51,7 @@ def compile_filter(tree: Filter, dataset: Dataset) -> Predicate:
         "    return filter_predicate\n"
     )
     namespace: dict[str, Any] = {"__builtins__": {}, "_SCHEMA_VIOLATIONS": (TypeError, AttributeError)}
-    exec(compile(factory_source, "<logpush filter>", "exec"), namespace)  # noqa: S102 - no filter text in the source
+    exec(compile(factory_source, "<logpush filter>", "exec"), namespace)  # no filter text in the source
     predicate: Predicate = namespace["_factory"](evaluate, tree, dataset, *constants)
     return predicate
 
