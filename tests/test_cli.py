@@ -46,6 +46,7 @@ def test_first_start_writes_credentials_once_and_stops_cleanly(tmp_path: Path) -
     assert "created the bootstrap account" in full_log
     assert first["api_token"] not in full_log
     assert first["api_key"] not in full_log
+    assert first["password"] not in full_log
 
 
 def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
