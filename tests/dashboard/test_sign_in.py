@@ -3,13 +3,16 @@ signing out; and the session cookie refused on a write without its CSRF token.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 from tests.dashboard.conftest import sign_in_with_password
 from tests.support.browser import Screenshots
 from tests.support.edgeplane import EdgeplaneProcess
 
-pytestmark = __import__("pytest").mark.e2e
+pytestmark = pytest.mark.e2e
 
 
 def fetch(page: Any, method: str, path: str, headers: dict[str, str] | None = None, body: Any = None) -> Any:
@@ -89,3 +92,11 @@ def test_a_write_with_the_cookie_but_without_the_csrf_token_is_refused(page: Any
     assert accepted["status"] == 200
     assert accepted["body"]["success"] is True
     service.v4("DELETE", f"/zones/{{zone}}/web3/hostnames/{accepted['body']['result']['id']}")
+
+
+def test_the_service_says_where_the_dashboard_is(service: EdgeplaneProcess) -> None:
+    lines = [json.loads(line) for line in service.log_path.read_text().splitlines() if line.startswith("{")]
+    (announced,) = [line for line in lines if line.get("event", "").startswith("dashboard:")]
+    assert announced["url"] == f"{service.api_url}/"
+    assert announced["credentials_file"] == str(service.data_dir / "credentials.json")
+    assert announced["email"] == service.credentials["email"]

@@ -56,7 +56,7 @@ def test_create_edit_and_delete_a_hostname(page: Any, service: EdgeplaneProcess,
     row.get_by_role("button", name="Delete rpc.localhost").click()
     dialog = page.get_by_role("dialog", name="Delete rpc.localhost?")
     dialog.wait_for()
-    screenshots(page, "web3-gateways-delete", phone=False)
+    screenshots(page, "web3-gateways-delete", phone=False, full_page=False)  # the dialog over the window
     dialog.get_by_role("button", name="Delete").click()
     row.wait_for(state="detached")
     assert "rpc.localhost" not in hostnames(service)

@@ -63,9 +63,9 @@ class Screenshots:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def __call__(self, page: Any, name: str, *, phone: bool = True) -> None:
+    def __call__(self, page: Any, name: str, *, phone: bool = True, full_page: bool = True) -> None:
         page.set_viewport_size(DESKTOP)
-        page.screenshot(path=str(self.directory / f"{name}.png"), full_page=True, animations="disabled")
+        page.screenshot(path=str(self.directory / f"{name}.png"), full_page=full_page, animations="disabled")
         if phone:
             page.set_viewport_size(PHONE)
             page.screenshot(path=str(self.directory / f"{name}-phone.png"), full_page=True, animations="disabled")
