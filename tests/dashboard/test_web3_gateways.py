@@ -120,3 +120,39 @@ def test_the_keyboard_reaches_the_controls_in_order(page: Any, service: Edgeplan
     page.get_by_label("API token", exact=True).fill(service.credentials["api_token"])
     page.keyboard.press("Enter")  # a form submits from the keyboard
     page.get_by_role("heading", name="Web3 gateways", level=1).wait_for()
+
+
+def test_the_zone_picker_chooses_the_zone_the_page_acts_on(page: Any, service: EdgeplaneProcess) -> None:
+    account = {"id": service.credentials["account_id"]}
+    zone = service.v4("POST", "/zones", json={"name": "picker.example", "account": account})
+    service.v4("POST", f"/zones/{zone['id']}/web3/hostnames", json={"name": "rpc.picker.example", "target": "ethereum"})
+    try:
+        sign_in_with_password(page, service)
+        page.get_by_label("Zone", exact=True).select_option(label="picker.example")
+        page.locator('tr[data-hostname="rpc.picker.example"]').wait_for()
+        assert page.locator('tr[data-hostname="localhost"]').count() == 0
+        assert page.get_by_label("Zone", exact=True).evaluate("select => select === document.activeElement")
+
+        page.reload()  # the choice holds for the browser tab's session
+        page.locator('tr[data-hostname="rpc.picker.example"]').wait_for()
+    finally:
+        service.v4("DELETE", f"/zones/{zone['id']}")
+
+
+def test_a_read_only_token_sees_the_hostnames_and_the_apis_refusal(page: Any, service: EdgeplaneProcess) -> None:
+    zone = {f"com.cloudflare.api.account.zone.{service.credentials['zone_id']}": "*"}
+    policies = [{"effect": "allow", "resources": zone, "permission_groups": [{"name": "Web3 Hostnames Read"}]}]
+    token = service.v4("POST", "/user/tokens", json={"name": "read only", "policies": policies})
+    try:
+        page.get_by_label("API token", exact=True).fill(token["value"])
+        page.get_by_role("button", name="Sign in with token").click()
+        page.locator('tr[data-hostname="localhost"]').wait_for()
+        create = page.get_by_role("form", name="Add a hostname")
+        create.get_by_label("Hostname", exact=True).fill("ro.localhost")
+        create.get_by_role("button", name="Create hostname").click()
+        alert = create.get_by_role("alert")
+        alert.wait_for()
+        assert "Authentication error (code 10000)" in alert.inner_text()
+        assert "ro.localhost" not in hostnames(service)
+    finally:
+        service.v4("DELETE", f"/user/tokens/{token['id']}")

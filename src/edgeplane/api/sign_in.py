@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import orjson
@@ -41,8 +42,13 @@ from edgeplane.store.models import ApiToken, User
 SIGN_IN_BODY_LIMIT = 16 * 1024
 # Past this many clients with recent failures, the throttle forgets those whose failures left the window.
 _MAX_CLIENTS_TRACKED = 10_000
-# Compared against when the email is unknown, so that an unknown email takes as long to refuse as a wrong password.
-_NOBODY_PASSWORD_HASH = password_hash("no user has this password")
+
+
+@cache
+def _nobody_password_hash() -> str:
+    """Compared against when the email is unknown, so that an unknown email takes as long to refuse as a wrong
+    password. Made at the first sign in, not at import: a hash costs what a guess should."""
+    return password_hash("no user has this password")
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +204,7 @@ class SignIn:
     @staticmethod
     def _password_user(session: Session, email: str, password: str) -> User:
         user = session.scalars(select(User).where(User.email == email.strip().lower())).first()
-        stored = user.password_hash if user is not None and user.password_hash else _NOBODY_PASSWORD_HASH
+        stored = user.password_hash if user is not None and user.password_hash else _nobody_password_hash()
         if not password_matches(password, stored) or user is None or not user.password_hash:
             raise wrong_password()
         return user

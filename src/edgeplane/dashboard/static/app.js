@@ -37,7 +37,7 @@ const PAGES = [
 const DEFAULT_ROUTE = "/web3";
 const app = document.getElementById("app");
 
-const state = { session: null, accounts: [], zones: [], account: null, zone: null };
+const state = { session: null, accounts: [], allZones: [], zones: [], account: null, zone: null };
 
 function currentRoute() {
   const route = location.hash.replace(/^#/, "");
@@ -60,15 +60,23 @@ function showSignIn() {
   page.querySelector("input").focus();
 }
 
+// The accounts are those GET /accounts lists and those of the zones GET /zones lists: a token that reaches some
+// zones of an account, and not the account itself, still picks them by their account.
 async function loadAccountsAndZones() {
-  state.accounts = await v4All("/accounts");
+  const [accounts, zones] = await Promise.all([v4All("/accounts"), v4All("/zones")]);
+  const byId = new Map(accounts.map((account) => [account.id, account]));
+  for (const zone of zones) {
+    if (!byId.has(zone.account.id)) byId.set(zone.account.id, { id: zone.account.id, name: zone.account.name });
+  }
+  state.accounts = [...byId.values()];
+  state.allZones = zones;
   const remembered = sessionStorage.getItem("edgeplane.account");
   state.account = state.accounts.find((a) => a.id === remembered) || state.accounts[0] || null;
-  await loadZones();
+  chooseZone();
 }
 
-async function loadZones() {
-  state.zones = state.account ? await v4All(`/zones?account.id=${state.account.id}`) : [];
+function chooseZone() {
+  state.zones = state.account ? state.allZones.filter((zone) => zone.account.id === state.account.id) : [];
   const remembered = sessionStorage.getItem("edgeplane.zone");
   state.zone = state.zones.find((z) => z.id === remembered) || state.zones[0] || null;
 }
@@ -135,7 +143,7 @@ async function renderPage() {
         state.account = state.accounts.find((a) => a.id === event.target.value);
         sessionStorage.setItem("edgeplane.account", state.account.id);
         sessionStorage.removeItem("edgeplane.zone");
-        await loadZones();
+        chooseZone();
         await renderPage();
         document.getElementById("account-picker").focus();
       }),
