@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import text
 
 from edgeplane.api.credentials import password_hash, password_matches, secret_hash
 from edgeplane.api.dashboard_sessions import (
@@ -24,7 +27,7 @@ from edgeplane.api.dashboard_sessions import (
 from edgeplane.api.permissions import ZONE_SCOPE
 from edgeplane.api.sign_in import SignInThrottle
 from edgeplane.bootstrap import ensure_bootstrap
-from edgeplane.store.database import Database
+from edgeplane.store.database import MIGRATIONS, Database
 from edgeplane.store.models import DashboardSession, User
 from tests.api.conftest import Api
 
@@ -302,3 +305,31 @@ def test_the_dashboard_is_served_at_the_root_with_its_own_origin_only(api: Api) 
     assert script.status_code == 200
     assert "javascript" in script.headers["content-type"]
     assert api.client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_a_database_from_before_the_dashboard_keeps_its_users_and_tokens(tmp_path: Path) -> None:
+    # SQLite alters a table by copying it where it must; a copy of users would cascade into their tokens.
+    database = Database(f"sqlite:///{tmp_path / 'old.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with database.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0006_rule_lists")
+        connection.execute(text("INSERT INTO accounts (id, name, created_on) VALUES ('a', 'n', '2026-01-01')"))
+        connection.execute(
+            text(
+                "INSERT INTO users (id, email, account_id, api_key_hash, created_on) "
+                "VALUES ('u', 'e@example.com', 'a', 'h', '2026-01-01')"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO api_tokens (id, user_id, name, value_hash, status, policies, issued_on, modified_on) "
+                "VALUES ('t', 'u', 'n', 'v', 'active', '[]', '2026-01-01', '2026-01-01')"
+            )
+        )
+    database.migrate()
+    with database.engine.begin() as connection:
+        assert connection.execute(text("SELECT id, password_hash FROM users")).all() == [("u", None)]
+        assert connection.execute(text("SELECT id FROM api_tokens")).all() == [("t",)]
+    database.close()
