@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from edgeplane.api.auth import invalid_token, session_principal, token_principal
+from edgeplane.api.auth import session_principal
 from edgeplane.api.credentials import API_TOKEN_FORMAT, password_hash, password_matches, secret_hash
 from edgeplane.api.dashboard_sessions import (
     SESSION_COOKIE,
@@ -103,15 +103,22 @@ class WrongCredentials(ApiError):
 
 
 def wrong_password() -> WrongCredentials:
+    """401, 10000 then 9113: the same for an unknown email as for a wrong password."""
     return WrongCredentials(
         401, 10000, "Authentication error", extra=[{"code": 9113, "message": "Wrong email or password"}]
     )
 
 
-def _signed_in(principal_user: User, token_id: str | None, session_id: str, gateway: GatewayEndpoints | None) -> Any:
+def wrong_token() -> WrongCredentials:
+    """401, 1000 then 9109: as the v4 API answers an unknown or inactive token."""
+    return WrongCredentials(401, 1000, "Invalid API Token", extra=[{"code": 9109, "message": "Invalid API token"}])
+
+
+def _signed_in(user: User, token_id: str | None, session_id: str, gateway: GatewayEndpoints | None) -> Any:
+    """What ``/session`` answers of a session (its end added by the caller)."""
     return {
-        "user": {"id": principal_user.id, "email": principal_user.email},
-        "account_id": principal_user.account_id,
+        "user": {"id": user.id, "email": user.email},
+        "account_id": user.account_id,
         "token_id": token_id,
         "csrf_token": csrf_token(session_id),
         "gateway": None if gateway is None else {"port": gateway.port, "networks": list(gateway.networks)},
@@ -211,16 +218,14 @@ class SignIn:
 
     @staticmethod
     def _token_user(session: Session, token: str) -> tuple[User, str]:
-        wrong = WrongCredentials(401, 1000, "Invalid API Token", extra=[{"code": 9109, "message": "Invalid API token"}])
         if not API_TOKEN_FORMAT.fullmatch(token):
-            raise wrong
+            raise wrong_token()
         record = session.scalars(select(ApiToken).where(ApiToken.value_hash == secret_hash(token))).first()
         if record is None or record.status != "active":
-            raise wrong
-        principal = token_principal(record, session)
-        user = session.get(User, principal.user_id)
+            raise wrong_token()
+        user = session.get(User, record.user_id)
         if user is None:
-            raise invalid_token()
+            raise wrong_token()
         return user, record.id
 
     def _current(self, session_id: str, request: Request) -> Any:
