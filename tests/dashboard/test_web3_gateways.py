@@ -70,6 +70,9 @@ def test_the_apis_refusal_is_shown_inline(page: Any, service: EdgeplaneProcess, 
     alert = create.get_by_role("alert")
     alert.wait_for()
     assert "name must be localhost or a subdomain of it" in alert.inner_text()
+    hostname = create.get_by_label("Hostname", exact=True)
+    assert hostname.get_attribute("aria-invalid") == "true"  # the field the API's error points at (/name)
+    assert create.get_by_label("Target", exact=True).get_attribute("aria-invalid") is None
     screenshots(page, "web3-gateways-error", phone=False)
     assert "rpc.example.com" not in hostnames(service)
 

@@ -50,3 +50,17 @@ export function field({ label, hint, ...attributes }) {
   wrapper.input = input;
   return wrapper;
 }
+
+/** Marks the controls of `form` that the API's errors point at (`source.pointer` "/name" → the control named
+ * "name") with aria-invalid, and clears the mark from the others; `error` null clears them all. */
+export function markInvalid(form, error) {
+  const pointed = new Set(
+    (error && error.errors ? error.errors : [])
+      .map((item) => (item.source && item.source.pointer ? item.source.pointer.split("/")[1] : null))
+      .filter(Boolean),
+  );
+  for (const control of form.querySelectorAll("input, select, textarea")) {
+    if (pointed.has(control.name)) control.setAttribute("aria-invalid", "true");
+    else control.removeAttribute("aria-invalid");
+  }
+}

@@ -1,7 +1,7 @@
 // Web3 gateways: the zone's hostnames (GET/POST /zones/{zone}/web3/hostnames, PATCH/DELETE .../{id}), each with the
 // endpoint URL a client sends JSON-RPC to. What a hostname may be is the API's to say: its errors are shown inline.
 import { v4, v4All } from "../api.js";
-import { h, errorBox, field } from "../dom.js";
+import { h, errorBox, field, markInvalid } from "../dom.js";
 
 const TARGETS = ["ethereum", "ipfs", "ipfs_universal_path"];
 
@@ -137,6 +137,7 @@ export async function web3Page(context) {
             await reload();
           } catch (error) {
             errors.replaceChildren(errorBox(error));
+            markInvalid(event.target, error);
           }
         },
       },
@@ -217,10 +218,12 @@ export async function web3Page(context) {
             description: description.input.value,
           });
           event.target.reset();
+          markInvalid(event.target, null);
           status.textContent = `Created ${created.name}`;
           await reload();
         } catch (error) {
           createErrors.replaceChildren(errorBox(error));
+          markInvalid(event.target, error);
         }
       },
     },
