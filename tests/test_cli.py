@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from edgeplane import __version__
+from edgeplane.app import browsable_url
 from edgeplane.listeners import bind_listener, join_listener
 from tests.support.edgeplane import EdgeplaneProcess
 
@@ -46,6 +49,7 @@ def test_first_start_writes_credentials_once_and_stops_cleanly(tmp_path: Path) -
     assert "created the bootstrap account" in full_log
     assert first["api_token"] not in full_log
     assert first["api_key"] not in full_log
+    assert first["password"] not in full_log
 
 
 def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
@@ -68,3 +72,17 @@ def test_a_configuration_database_that_cannot_be_opened_stops_serve_at_start(tmp
     assert "edgeplane: cannot open the configuration database" in result.stderr
     assert "Traceback" not in result.stderr
     assert "started a child process" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8788/"),
+        ("0.0.0.0", "http://127.0.0.1:8788/"),
+        ("::", "http://[::1]:8788/"),
+        ("::1", "http://[::1]:8788/"),
+        ("edge.example", "http://edge.example:8788/"),
+    ],
+)
+def test_the_dashboards_url_is_one_a_browser_opens(host: str, url: str) -> None:
+    assert browsable_url(host, 8788) == url

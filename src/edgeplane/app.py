@@ -7,6 +7,7 @@ process keeps open."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import signal
 import socket
@@ -18,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from edgeplane import __version__
 from edgeplane.api.install_secret import ensure_install_secret
-from edgeplane.bootstrap import ensure_bootstrap
+from edgeplane.bootstrap import BOOTSTRAP_EMAIL, ensure_bootstrap
 from edgeplane.chain.process import ChainProcess
 from edgeplane.child_process import ChildProcess, begin_shutdown
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
@@ -121,6 +122,18 @@ async def _stop_all(children: list[ChildProcess]) -> None:
     await asyncio.gather(*(child.stop() for child in children))
 
 
+def browsable_url(host: str, port: int) -> str:
+    """The URL a browser on this machine opens for a listener on ``host``: a wildcard address is where the listener
+    listens, not where a browser goes, so it becomes the loopback address of its family."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return f"http://{host}:{port}/"  # a name
+    if address.is_unspecified:
+        address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
+    return f"http://[{address}]:{port}/" if address.version == 6 else f"http://{address}:{port}/"
+
+
 async def serve(settings: Settings) -> None:
     """Supervises the edge workers, the API and the Logpush delivery until SIGINT or SIGTERM. Raises, before starting
     any child, ``ListenError`` when a port is taken, ``DatabaseUnavailable`` when the configuration database cannot be
@@ -205,6 +218,12 @@ async def serve(settings: Settings) -> None:
             edge_workers=workers,
             api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
             data_dir=str(settings.data_dir),
+        )
+        log.info(
+            "dashboard: sign in as the admin user with the password in the credentials file, or with an API token",
+            url=browsable_url(settings.api_host, api_socket.getsockname()[1]),
+            email=BOOTSTRAP_EMAIL,
+            credentials_file=str(settings.data_dir / "credentials.json"),
         )
         await stopping.wait()
     finally:

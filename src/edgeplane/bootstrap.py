@@ -4,8 +4,10 @@ their credentials.
 
 The credentials are written to ``<data dir>/credentials.json`` (mode 0600), the user's copy, in the formats real
 tools check: a 37-character lowercase hex global API key, a 40-character API token of ``[A-Za-z0-9_-]``, and
-32-character hex ids. The database keeps only hashes of the secrets. A later start creates nothing; a data
-directory that has the file but an empty database (made before the database existed) has its identity imported.
+32-character hex ids, and the admin user's dashboard password (``password``). The database keeps only hashes of the
+secrets. A later start creates nothing; a data directory that has the file but an empty database (made before the
+database existed) has its identity imported, and one made before the dashboard had passwords gets a password added
+to the file and to the user. The file may gain keys, never lose one: keys this version does not know are kept.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeplane.api.credentials import new_api_key, new_api_token, new_object_id, secret_hash
+from edgeplane.api.credentials import (
+    new_api_key,
+    new_api_token,
+    new_object_id,
+    new_password,
+    password_hash,
+    secret_hash,
+)
 from edgeplane.api.permissions import USER_SCOPE, permission_catalogue
 from edgeplane.api.ruleset_writes import deploy_default_rulesets
 from edgeplane.store.database import Database
@@ -40,6 +49,7 @@ class Credentials:
     account_id: str
     zone_id: str
     zone_name: str
+    password: str
 
 
 def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
@@ -48,6 +58,7 @@ def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
     with database.session() as session:
         if session.scalars(select(Account)).first() is not None:
             _upgrade_bootstrap_tokens(session)
+            _ensure_admin_password(data_dir, session)
             return False
         credentials, _ = ensure_credentials(data_dir)
         user_id = new_object_id()
@@ -59,6 +70,7 @@ def ensure_bootstrap(data_dir: Path, database: Database) -> bool:
                 email=credentials.email,
                 account_id=credentials.account_id,
                 api_key_hash=secret_hash(credentials.api_key),
+                password_hash=password_hash(credentials.password),
             )
         )
         session.flush()
@@ -139,13 +151,31 @@ def _upgrade_bootstrap_tokens(session: Session) -> None:
         token.policies = bootstrap_policies(user.account_id, user.id)
 
 
+def _ensure_admin_password(data_dir: Path, session: Session) -> None:
+    """Gives the admin user of a data directory made before the dashboard a password: added to
+    ``credentials.json`` and its hash to the user. Nothing when there is no credentials file to write it to."""
+    if not (data_dir / "credentials.json").exists():
+        return
+    credentials, added = ensure_credentials(data_dir)
+    user = session.scalars(select(User).where(User.email == credentials.email)).first()
+    if user is not None and (added or user.password_hash is None):
+        user.password_hash = password_hash(credentials.password)
+
+
 def ensure_credentials(data_dir: Path) -> tuple[Credentials, bool]:
-    """Reads ``credentials.json``, or creates the bootstrap identity and writes it. Returns the credentials and
-    whether they were created now. Raises ``OSError`` when the directory cannot be written."""
+    """Reads ``credentials.json``, or creates the bootstrap identity and writes it; a file without a password gets
+    one added (its other keys kept). Returns the credentials and whether the file was written now. Raises
+    ``OSError`` when the directory cannot be written."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / "credentials.json"
     if path.exists():
-        return Credentials(**json.loads(path.read_text(encoding="utf-8"))), False
+        document = json.loads(path.read_text(encoding="utf-8"))
+        added = "password" not in document
+        if added:
+            document["password"] = new_password()
+            _write_credentials(path, document)
+        known = {name: document[name] for name in Credentials.__dataclass_fields__}
+        return Credentials(**known), added
     credentials = Credentials(
         email=BOOTSTRAP_EMAIL,
         api_key=new_api_key(),
@@ -153,13 +183,19 @@ def ensure_credentials(data_dir: Path) -> tuple[Credentials, bool]:
         account_id=new_object_id(),
         zone_id=new_object_id(),
         zone_name=BOOTSTRAP_ZONE_NAME,
+        password=new_password(),
     )
+    _write_credentials(path, asdict(credentials))
+    return credentials, True
+
+
+def _write_credentials(path: Path, document: dict[str, object]) -> None:
+    """Replaces ``path`` with ``document`` at once (mode 0600), so that a crash leaves the old file or the new."""
     temporary = path.with_suffix(".json.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        json.dump(asdict(credentials), file, indent=2)
+        json.dump(document, file, indent=2)
         file.write("\n")
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
-    return credentials, True

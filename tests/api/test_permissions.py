@@ -337,6 +337,30 @@ def test_every_route_answers_as_the_callers_policies_say(world: World, caller: C
             assert outcome(real) == want, (caller.name, route.method, path, real.json())
 
 
+def session_headers_for(caller: Caller, world: World) -> dict[str, str]:
+    """The headers of a dashboard session opened with the caller's credentials: the global key's user signs in with
+    its password, a token with itself; the session cookie and its CSRF token, nothing else."""
+    headers = headers_for(caller, world)
+    if "Authorization" in headers:
+        body = {"token": headers["Authorization"].removeprefix("Bearer ")}
+    else:
+        body = {"email": world.credentials["email"], "password": world.credentials["password"]}
+    signed_in = world.real.post("/session", json=body)
+    assert signed_in.status_code == 200, signed_in.json()
+    session_id = signed_in.cookies["edgeplane_session"]
+    return {"Cookie": f"edgeplane_session={session_id}", "X-CSRF-Token": signed_in.json()["result"]["csrf_token"]}
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=lambda caller: caller.name)
+def test_a_dashboard_session_answers_as_the_credentials_it_was_opened_with(world: World, caller: Caller) -> None:
+    headers = session_headers_for(caller, world)
+    for route, where in checked_routes():
+        path = concrete(route, world, where)
+        want = expected(caller, route, where)
+        got = outcome(world.stubbed.request(route.method, path, headers=headers, json={}))
+        assert got == want, f"{caller.name} session: {route.method} {path} answered {got}, expected {want}"
+
+
 @pytest.mark.parametrize("status", ["revoked", "disabled", "expired"])
 def test_an_inactive_token_is_refused_everywhere(world: World, status: str) -> None:
     account = {f"{ACCOUNT_SCOPE}.{world.credentials['account_id']}": "*"}

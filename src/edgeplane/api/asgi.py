@@ -1,4 +1,5 @@
-"""The API listener's application: ``/healthz``, ``/metrics`` and the ``/client/v4`` control plane.
+"""The API listener's application: ``/healthz``, ``/metrics``, the ``/client/v4`` control plane, and the dashboard
+(its sign in at ``/session``, its pages at ``/``: ``edgeplane.dashboard``).
 
 A ``/client/v4`` path that no resource serves answers a v4 envelope with error 7003 and HTTP 404, as the real API
 does for a path it cannot route; a path a resource serves, with a method it does not take, answers 405 with code
@@ -14,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Scope
 
 from edgeplane.api import (
@@ -41,7 +42,9 @@ from edgeplane.api.permissions import (
     user_read,
     user_write,
 )
+from edgeplane.api.sign_in import GatewayEndpoints, SignIn
 from edgeplane.api.write_propagation import WritePropagation
+from edgeplane.dashboard import dashboard_assets
 from edgeplane.propagation.hub import PropagationHub
 
 V4 = "/client/v4"
@@ -162,14 +165,22 @@ def v4_routes(plane: ControlPlane) -> list[BaseRoute]:
     return routes
 
 
-def build_api_app(plane: ControlPlane | None = None, *, propagation: PropagationHub | None = None) -> Starlette:
+def build_api_app(
+    plane: ControlPlane | None = None,
+    *,
+    propagation: PropagationHub | None = None,
+    gateway: GatewayEndpoints | None = None,
+) -> Starlette:
     """The control plane application; without a ``ControlPlane`` only health and metrics are served. With
-    ``propagation``, a successful write is answered once the edge workers applied it (``WritePropagation``)."""
+    ``propagation``, a successful write is answered once the edge workers applied it (``WritePropagation``).
+    ``gateway`` tells the dashboard where the edge serves the web3 gateways (their endpoint URLs)."""
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes: list[BaseRoute] = [Route("/healthz", healthz), Route("/metrics", prometheus_metrics)]
     if plane is not None:
         routes += v4_routes(plane)
     routes += [Route(V4 + "/{path:path}", unrouted, methods=methods), Route(V4, unrouted, methods=methods)]
+    if plane is not None:
+        routes += [*SignIn(plane, gateway=gateway).routes(), Mount("/", app=dashboard_assets())]
     app = Starlette(routes=routes)
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:

@@ -141,7 +141,7 @@ class ControlPlane:
     def _authorize(self, request: Request, access: RouteAccess) -> Principal:
         headers = {name.lower(): value for name, value in request.headers.items()}
         with self.database.session() as session:
-            principal = authenticate(headers, session)
+            principal = authenticate(headers, session, method=request.method)
             authorize(principal, access, request.path_params, request.url.path, session)
         return principal
 

@@ -14,6 +14,7 @@ import structlog
 from edgeplane.api.asgi import build_api_app
 from edgeplane.api.endpoint import ControlPlane
 from edgeplane.api.install_secret import ensure_install_secret
+from edgeplane.api.sign_in import GatewayEndpoints
 from edgeplane.config import Settings
 from edgeplane.listeners import asgi_server
 from edgeplane.logs.destinations import DestinationPolicy
@@ -52,7 +53,8 @@ async def run_api(
     database = Database(database_url)
     hub = PropagationHub(database, channel, timeout_seconds=settings.api.propagation_timeout_seconds)
     await hub.start()
-    app = build_api_app(build_control_plane(settings, database), propagation=hub)
+    gateway = GatewayEndpoints(port=settings.edge_port, networks=tuple(settings.networks))
+    app = build_api_app(build_control_plane(settings, database), propagation=hub, gateway=gateway)
     server = asgi_server(app, limits=settings.api)
 
     def stop() -> None:

@@ -39,6 +39,8 @@ class User(Base):
     email: Mapped[str] = mapped_column(String(255), unique=True)
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
     api_key_hash: Mapped[str] = mapped_column(String(64))
+    # The dashboard's sign in (``edgeplane.api.credentials.password_hash``); None: the user signs in with a token.
+    password_hash: Mapped[str | None] = mapped_column(String(255))
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
@@ -55,6 +57,19 @@ class ApiToken(Base):
     policies: Mapped[list[Any]] = mapped_column(JSON, default=list)
     issued_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     modified_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class DashboardSession(Base):
+    """A signed-in dashboard session: the hash of its cookie's value, whose user (and, signed in with an API token,
+    which token: the session may then do what the token may), and when it ends."""
+
+    __tablename__ = "dashboard_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_id: Mapped[str | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    expires_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class Zone(Base):

@@ -1,0 +1,66 @@
+// Building markup without innerHTML: text from the API is always set as text, never parsed as HTML.
+
+/** An element: h("button", {type: "submit", onclick}, "Save"). Attributes starting with "on" are listeners. */
+export function h(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
+    else if (name === "className") element.className = value;
+    else element.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return element;
+}
+
+/** An inline error region for an ApiFailure or any error: one line per API error, announced to screen readers. */
+export function errorBox(error) {
+  const errors = error && error.errors ? error.errors : [{ message: String(error && error.message ? error.message : error) }];
+  return h(
+    "div",
+    { className: "error", role: "alert" },
+    h(
+      "ul",
+      {},
+      errors.map((item) =>
+        h("li", {}, item.code ? `${item.message} (code ${item.code})` : item.message),
+      ),
+    ),
+  );
+}
+
+let fieldIds = 0;
+
+/** A labelled input: {label, name, ...input attributes, hint}. Returns the wrapper; the input is .input. */
+export function field({ label, hint, ...attributes }) {
+  fieldIds += 1;
+  const id = `field-${fieldIds}`;
+  const hintId = hint ? `${id}-hint` : undefined;
+  const input = h("input", { id, "aria-describedby": hintId, ...attributes });
+  const wrapper = h(
+    "div",
+    { className: "field" },
+    h("label", { for: id }, label),
+    input,
+    hint ? h("p", { className: "hint", id: hintId }, hint) : null,
+  );
+  wrapper.input = input;
+  return wrapper;
+}
+
+/** Marks the controls of `form` that the API's errors point at (`source.pointer` "/name" → the control named
+ * "name") with aria-invalid, and clears the mark from the others; `error` null clears them all. */
+export function markInvalid(form, error) {
+  const pointed = new Set(
+    (error && error.errors ? error.errors : [])
+      .map((item) => (item.source && item.source.pointer ? item.source.pointer.split("/")[1] : null))
+      .filter(Boolean),
+  );
+  for (const control of form.querySelectorAll("input, select, textarea")) {
+    if (pointed.has(control.name)) control.setAttribute("aria-invalid", "true");
+    else control.removeAttribute("aria-invalid");
+  }
+}
