@@ -268,6 +268,8 @@ def compile_actions(actions: Iterable[Action], *, source: str = "<rule>") -> Rul
 def modsecurity_integer(value: bytes) -> int:
     """The integer at the start of ``value`` (leading blanks and a sign allowed), 0 when there is none: how
     ModSecurity reads numbers for ``setvar`` arithmetic."""
+    if value.isdigit():  # CRS's scores and weights: no regex needed
+        return int(value)
     match = _INTEGER_PREFIX.match(value)
     return int(match.group(1)) if match else 0
 

@@ -751,6 +751,20 @@ def _member(literal: bytes) -> _Selector:
     return selector
 
 
+_NAMED: dict[tuple[str, bool], _Selector] = {}
+
+
+def _named(text: str, *, literal: bool) -> _Selector:
+    """The selector of a macro's key (``literal``: compared without case) or of an XPath (not compared: the path
+    selects), one object per text: rules name the same ones in request after request."""
+    selector = _NAMED.get((text, literal))
+    if selector is None:
+        selector = _Selector(text.lower().encode("utf-8") if literal else None, None, text)
+        if len(_NAMED) < 4096:  # the texts come from rules; bounded all the same
+            _NAMED[(text, literal)] = selector
+    return selector
+
+
 # Request values that differ from client to client or request to request: a segment keyed by one would seldom be
 # found again, so rules reading them are walked.
 _DISTINCT = frozenset({"REMOTE_ADDR", "UNIQUE_ID", "DURATION", "REQUEST_BODY_LENGTH"})
@@ -1121,50 +1135,51 @@ def _target_spec(text: str) -> tuple[str, _Selector | None]:
         return target.collection, _Selector(selector.lower().encode("utf-8"), None, selector)
 
 
-@dataclass(slots=True)
 class _Transaction:
-    """The state of one request's evaluation: collections, matched variables, ctl effects, transformation memo."""
+    """The state of one request's evaluation: collections, matched variables, ctl effects, transformation memo.
 
-    engine: RuleEngine
-    variables: RequestVariables
-    mode: EngineMode
-    phase: int = 1
-    collections: dict[str, dict[str, bytes]] = field(default_factory=lambda: {n: {} for n in _PER_REQUEST_COLLECTIONS})
-    matches: list[RuleMatch] = field(default_factory=list)
-    interrupted_by: int | None = None
-    stopped: bool = False  # a deny, drop or allow ended the evaluation (engine mode On)
-    matched_var: tuple[bytes, bytes] | None = None
-    matched_vars: list[tuple[bytes, bytes]] = field(default_factory=list)
-    removed_ids: set[int] = field(default_factory=set)
-    removed_ranges: list[tuple[int, int]] = field(default_factory=list)
-    removed_tags: set[str] = field(default_factory=set)
-    removed_targets_by_id: dict[int, list[tuple[str, _Selector | None]]] = field(default_factory=dict)
-    removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = field(default_factory=list)
-    # The number of the TX, IP... collections' state (RuleEngine._state) while it is known: from the start, as
-    # long as only segments changed them; None once a rule that matched may have written them.
-    state: int | None = None
-    removals: bool = False  # whether a ctl removed any rule or target
-    disabled: frozenset[int] = frozenset()
-    current: _Rule | None = None
-    force_request_body: bool = False
-    # Request collections and their key indexes, valid until the body processor changes (ctl).
-    collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
-    index_cache: dict[str, tuple[Sequence[tuple[bytes, bytes]], dict[bytes, list[tuple[bytes, bytes]]]]] = field(
-        default_factory=dict
-    )
-    # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
-    # repeats the same targets and pipeline across dozens of rules.
-    entries_cache: dict[tuple[int, Pipeline], list[tuple[bytes, Sequence[bytes]]]] = field(default_factory=dict)
-    # Request values read for segment keys, by read; valid as long as the request collections are.
-    read_cache: dict[_Read, object] = field(default_factory=dict)
-    # Request collections read whole (no selector) as rules see them in this phase; valid as long as the request
-    # collections are.
-    whole_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
-    # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long as
-    # the request collections are.
-    prefilter_hits: set[int] | None = None
-    # Whether those are the prologue's (_Phase), which decides only for the rules ahead of the first gate.
-    prefilter_prologue: bool = False
+    A plain class rather than a dataclass: compiled, its ``__init__`` is then compiled too (a dataclass's is made
+    when the module is imported), and one is built for every request."""
+
+    def __init__(self, engine: RuleEngine, variables: RequestVariables, mode: EngineMode) -> None:
+        self.engine = engine
+        self.variables = variables
+        self.mode: EngineMode = mode
+        self.phase = 1
+        self.collections: dict[str, dict[str, bytes]] = {name: {} for name in _PER_REQUEST_COLLECTIONS}
+        self.matches: list[RuleMatch] = []
+        self.interrupted_by: int | None = None
+        self.stopped = False  # a deny, drop or allow ended the evaluation (engine mode On)
+        self.matched_var: tuple[bytes, bytes] | None = None
+        self.matched_vars: list[tuple[bytes, bytes]] = []
+        self.removed_ids: set[int] = set()
+        self.removed_ranges: list[tuple[int, int]] = []
+        self.removed_tags: set[str] = set()
+        self.removed_targets_by_id: dict[int, list[tuple[str, _Selector | None]]] = {}
+        self.removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = []
+        # The number of the TX, IP... collections' state (RuleEngine._state) while it is known: from the start, as
+        # long as only segments changed them; None once a rule that matched may have written them.
+        self.state: int | None = None
+        self.removals = False  # whether a ctl removed any rule or target
+        self.disabled: frozenset[int] = frozenset()
+        self.current: _Rule | None = None
+        self.force_request_body = False
+        # Request collections and their key indexes, valid until the body processor changes (ctl).
+        self.collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = {}
+        self.index_cache: dict[str, tuple[Sequence[tuple[bytes, bytes]], dict[bytes, list[tuple[bytes, bytes]]]]] = {}
+        # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
+        # repeats the same targets and pipeline across dozens of rules.
+        self.entries_cache: dict[tuple[int, Pipeline], list[tuple[bytes, Sequence[bytes]]]] = {}
+        # Request values read for segment keys, by read; valid as long as the request collections are.
+        self.read_cache: dict[_Read, object] = {}
+        # Request collections read whole (no selector) as rules see them in this phase; valid as long as the
+        # request collections are.
+        self.whole_cache: dict[str, Sequence[tuple[bytes, bytes]]] = {}
+        # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long
+        # as the request collections are.
+        self.prefilter_hits: set[int] | None = None
+        # Whether those are the prologue's (_Phase), which decides only for the rules ahead of the first gate.
+        self.prefilter_prologue = False
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
@@ -1374,7 +1389,7 @@ class _Transaction:
     def _source_pairs(self, source: Source) -> Sequence[tuple[bytes, bytes]]:
         """The (key, value) pairs of a prefilter source, as a rule reading the whole collection sees them now."""
         if isinstance(source, tuple):
-            return self._pairs("XML", _Selector(None, None, source[1]))
+            return self._pairs("XML", _named(source[1], literal=False))
         assert isinstance(source, str)
         return self._pairs(source, None)
 
@@ -1629,7 +1644,7 @@ class _Transaction:
             return self.collections[collection].get(key.lower(), b"") if key else b""
         if collection == "RULE":
             return self._rule_property((key or "").lower())
-        selector = _Selector(key.lower().encode("utf-8"), None, key) if key else None
+        selector = _named(key, literal=True) if key else None
         pairs = self._pairs(collection, selector)
         return pairs[0][1] if pairs else b""
 
