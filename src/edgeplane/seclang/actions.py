@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from edgeplane.seclang.errors import RuleFileError
 from edgeplane.seclang.rule_files import Action
@@ -31,14 +31,14 @@ __all__ = [
     "modsecurity_integer",
 ]
 
-SEVERITIES = ("EMERGENCY", "ALERT", "CRITICAL", "ERROR", "WARNING", "NOTICE", "INFO", "DEBUG")
-DISRUPTIVE_ACTIONS = frozenset({"pass", "block", "deny", "drop", "allow", "redirect", "proxy"})
+SEVERITIES: Final = ("EMERGENCY", "ALERT", "CRITICAL", "ERROR", "WARNING", "NOTICE", "INFO", "DEBUG")
+DISRUPTIVE_ACTIONS: Final = frozenset({"pass", "block", "deny", "drop", "allow", "redirect", "proxy"})
 # Collections setvar may write; ModSecurity keeps IP/GLOBAL/SESSION/USER/RESOURCE across requests, this engine
 # keeps them for one request (nothing persists), which is what a single evaluation can honour.
-WRITABLE_COLLECTIONS = frozenset({"TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE"})
+WRITABLE_COLLECTIONS: Final = frozenset({"TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE"})
 
 # Actions that carry no meaning for evaluating a request here (logging detail, persistence, response handling).
-_IGNORED_ACTIONS = frozenset(
+_IGNORED_ACTIONS: Final = frozenset(
     {
         "ver",
         "rev",
@@ -66,9 +66,9 @@ _IGNORED_ACTIONS = frozenset(
         "pause",
     }
 )
-_PHASES = {"1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "request": 2, "response": 4, "logging": 5}
-_MACRO = re.compile(r"%\{([^}]*)\}")
-_INTEGER_PREFIX = re.compile(rb"\s*([+-]?\d+)")
+_PHASES: Final = {"1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "request": 2, "response": 4, "logging": 5}
+_MACRO: Final = re.compile(r"%\{([^}]*)\}")
+_INTEGER_PREFIX: Final = re.compile(rb"\s*([+-]?\d+)")
 
 
 class MacroContext(Protocol):

@@ -58,7 +58,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import re2
 
@@ -81,14 +81,14 @@ __all__ = [
 ]
 
 EngineMode = Literal["On", "DetectionOnly", "Off"]
-_UNANCHORED = re2._Anchor.UNANCHORED
+_UNANCHORED: Final = re2._Anchor.UNANCHORED
 
 # Operators whose data this engine cannot reach at request time (a GeoIP database, DNS blocklists).
-NEVER_MATCHING_OPERATORS = frozenset({"geolookup", "rbl"})
-_PER_REQUEST_COLLECTIONS = ("TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE")
-_MATCHED = frozenset({"MATCHED_VAR", "MATCHED_VAR_NAME", "MATCHED_VARS", "MATCHED_VARS_NAMES"})
+NEVER_MATCHING_OPERATORS: Final = frozenset({"geolookup", "rbl"})
+_PER_REQUEST_COLLECTIONS: Final = ("TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE")
+_MATCHED: Final = frozenset({"MATCHED_VAR", "MATCHED_VAR_NAME", "MATCHED_VARS", "MATCHED_VARS_NAMES"})
 # Collections that come from the body, empty until phase 2; ARGS and ARGS_NAMES fall back to the query's.
-_BODY_COLLECTIONS = frozenset(
+_BODY_COLLECTIONS: Final = frozenset(
     {
         "ARGS_POST",
         "ARGS_POST_NAMES",
@@ -109,16 +109,16 @@ _BODY_COLLECTIONS = frozenset(
         "XML",
     }
 )
-_STRUCTURED_PROCESSORS = frozenset({b"XML", b"JSON", b"MULTIPART"})
-_SCORE_WEIGHTS = frozenset(
+_STRUCTURED_PROCESSORS: Final = frozenset({b"XML", b"JSON", b"MULTIPART"})
+_SCORE_WEIGHTS: Final = frozenset(
     {"critical_anomaly_score", "error_anomaly_score", "warning_anomaly_score", "notice_anomaly_score"}
 )
 # Variables whose value is new in every request.
-_NEW_IN_EVERY_REQUEST = frozenset({"UNIQUE_ID", "DURATION"})
-_PHASE1_FALLBACK = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
+_NEW_IN_EVERY_REQUEST: Final = frozenset({"UNIQUE_ID", "DURATION"})
+_PHASE1_FALLBACK: Final = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
 # Operators that cost less than remembering their answer; the others (patterns, libinjection, validations, IP
 # networks) remember it for the values they have seen: operators are pure functions of the value.
-_CHEAP_OPERATORS = frozenset(
+_CHEAP_OPERATORS: Final = frozenset(
     {"eq", "ge", "gt", "lt", "le", "streq", "beginswith", "endswith", "contains", "within", "nomatch"}
 )
 
@@ -317,8 +317,11 @@ class _Run:
 # (_REQUEST_PAIRS, collection, None, selector) the pairs a target selects; (_MACRO, collection, key, None) a macro;
 # (_COUNT, collection, None, selector) how many pairs a counted target (&ARGS) selects.
 _Read = tuple[int, str, str | None, "_Selector | None"]
-_TX_MEMBER, _REQUEST_PAIRS, _MACRO, _COUNT = 0, 1, 2, 3
-_UNREAD = object()
+_TX_MEMBER: Final = 0
+_REQUEST_PAIRS: Final = 1
+_MACRO: Final = 2
+_COUNT: Final = 3
+_UNREAD: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,7 +498,7 @@ class _Phase:
         )
 
 
-_NO_PHASE = _Phase((), {}, None, False)
+_NO_PHASE: Final = _Phase((), {}, None, False)
 
 
 class _Relevance:
@@ -706,7 +709,7 @@ def _compile_phase(program: Sequence[_Rule | _Marker], data_dir: Path, prefilter
 
 
 # Request variables with one value, which a pure rule may read whole.
-_SCALARS = frozenset(
+_SCALARS: Final = frozenset(
     {
         "REQUEST_LINE",
         "REQUEST_METHOD",
@@ -728,7 +731,7 @@ _SCALARS = frozenset(
 # Request collections whose members recur from request to request (header names, cookies, argument names), which a
 # pure rule may read whole: a segment keyed by them is found again. Argument values and bodies are not, nor all the
 # headers (Content-Length changes with the body).
-_RECURRING = frozenset(
+_RECURRING: Final = frozenset(
     {
         "REQUEST_HEADERS_NAMES",
         "REQUEST_COOKIES",
@@ -740,7 +743,7 @@ _RECURRING = frozenset(
 )
 
 
-_MEMBERS: dict[bytes, _Selector] = {}
+_MEMBERS: Final[dict[bytes, _Selector]] = {}
 
 
 def _member(literal: bytes) -> _Selector:
@@ -751,7 +754,7 @@ def _member(literal: bytes) -> _Selector:
     return selector
 
 
-_NAMED: dict[tuple[str, bool], _Selector] = {}
+_NAMED: Final[dict[tuple[str, bool], _Selector]] = {}
 
 
 def _named(text: str, *, literal: bool) -> _Selector:
@@ -767,8 +770,8 @@ def _named(text: str, *, literal: bool) -> _Selector:
 
 # Request values that differ from client to client or request to request: a segment keyed by one would seldom be
 # found again, so rules reading them are walked.
-_DISTINCT = frozenset({"REMOTE_ADDR", "UNIQUE_ID", "DURATION", "REQUEST_BODY_LENGTH"})
-_DISTINCT_MEMBERS = frozenset({("REQUEST_HEADERS", b"content-length")})
+_DISTINCT: Final = frozenset({"REMOTE_ADDR", "UNIQUE_ID", "DURATION", "REQUEST_BODY_LENGTH"})
+_DISTINCT_MEMBERS: Final = frozenset({("REQUEST_HEADERS", b"content-length")})
 
 
 def _walk_rules_reading_distinct_values(rules: Sequence[_Rule]) -> None:
@@ -888,7 +891,7 @@ def _simple_targets(rule: _Rule) -> tuple[tuple[str, str, bool, bytes], ...] | N
     return tuple(simple) if simple else None
 
 
-_GATE_OPERATORS = frozenset({"lt", "le", "gt", "ge", "eq"})
+_GATE_OPERATORS: Final = frozenset({"lt", "le", "gt", "ge", "eq"})
 
 
 def _gate_variable(rule: _Rule) -> str | None:
