@@ -14,7 +14,7 @@ library implements them. The behaviour follows libmodsecurity 3.0.9, which CRS 3
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -110,8 +110,11 @@ class Macro:
 
     def expand(self, context: MacroContext) -> bytes:
         """The text with each reference replaced by its value (empty when the variable is absent)."""
+        parts = self.parts
+        if len(parts) == 1 and isinstance(parts[0], bytes):  # a constant text (most setvar names, many msgs)
+            return parts[0]
         out: list[bytes] = []
-        for part in self.parts:
+        for part in parts:
             if isinstance(part, bytes):
                 out.append(part)
             else:
@@ -129,7 +132,7 @@ class SetVar:
     operation: str
     value: Macro
 
-    def apply(self, collections: MutableMapping[str, dict[str, bytes]], context: MacroContext) -> None:
+    def apply(self, collections: dict[str, dict[str, bytes]], context: MacroContext) -> None:
         """Change the variable in ``collections`` (keys lower-case within each upper-case collection) as
         ModSecurity does: arithmetic on integers parsed as C's ``stoi`` would (0 when there is no number)."""
         target = collections.setdefault(self.collection, {})
