@@ -14,11 +14,11 @@ starts again empty (a client that sends ever-new values costs a little more, nev
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sized
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 Key = TypeVar("Key", bound=Hashable)
 Result = TypeVar("Result")
-_MISSING = object()
+_MISSING: Final = object()
 
 
 class BoundedMemo(Generic[Key, Result]):

@@ -14,9 +14,9 @@ library implements them. The behaviour follows libmodsecurity 3.0.9, which CRS 3
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from edgeplane.seclang.errors import RuleFileError
 from edgeplane.seclang.rule_files import Action
@@ -31,14 +31,14 @@ __all__ = [
     "modsecurity_integer",
 ]
 
-SEVERITIES = ("EMERGENCY", "ALERT", "CRITICAL", "ERROR", "WARNING", "NOTICE", "INFO", "DEBUG")
-DISRUPTIVE_ACTIONS = frozenset({"pass", "block", "deny", "drop", "allow", "redirect", "proxy"})
+SEVERITIES: Final = ("EMERGENCY", "ALERT", "CRITICAL", "ERROR", "WARNING", "NOTICE", "INFO", "DEBUG")
+DISRUPTIVE_ACTIONS: Final = frozenset({"pass", "block", "deny", "drop", "allow", "redirect", "proxy"})
 # Collections setvar may write; ModSecurity keeps IP/GLOBAL/SESSION/USER/RESOURCE across requests, this engine
 # keeps them for one request (nothing persists), which is what a single evaluation can honour.
-WRITABLE_COLLECTIONS = frozenset({"TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE"})
+WRITABLE_COLLECTIONS: Final = frozenset({"TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE"})
 
 # Actions that carry no meaning for evaluating a request here (logging detail, persistence, response handling).
-_IGNORED_ACTIONS = frozenset(
+_IGNORED_ACTIONS: Final = frozenset(
     {
         "ver",
         "rev",
@@ -66,9 +66,9 @@ _IGNORED_ACTIONS = frozenset(
         "pause",
     }
 )
-_PHASES = {"1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "request": 2, "response": 4, "logging": 5}
-_MACRO = re.compile(r"%\{([^}]*)\}")
-_INTEGER_PREFIX = re.compile(rb"\s*([+-]?\d+)")
+_PHASES: Final = {"1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "request": 2, "response": 4, "logging": 5}
+_MACRO: Final = re.compile(r"%\{([^}]*)\}")
+_INTEGER_PREFIX: Final = re.compile(rb"\s*([+-]?\d+)")
 
 
 class MacroContext(Protocol):
@@ -110,8 +110,11 @@ class Macro:
 
     def expand(self, context: MacroContext) -> bytes:
         """The text with each reference replaced by its value (empty when the variable is absent)."""
+        parts = self.parts
+        if len(parts) == 1 and isinstance(parts[0], bytes):  # a constant text (most setvar names, many msgs)
+            return parts[0]
         out: list[bytes] = []
-        for part in self.parts:
+        for part in parts:
             if isinstance(part, bytes):
                 out.append(part)
             else:
@@ -129,7 +132,7 @@ class SetVar:
     operation: str
     value: Macro
 
-    def apply(self, collections: MutableMapping[str, dict[str, bytes]], context: MacroContext) -> None:
+    def apply(self, collections: dict[str, dict[str, bytes]], context: MacroContext) -> None:
         """Change the variable in ``collections`` (keys lower-case within each upper-case collection) as
         ModSecurity does: arithmetic on integers parsed as C's ``stoi`` would (0 when there is no number)."""
         target = collections.setdefault(self.collection, {})
@@ -268,6 +271,8 @@ def compile_actions(actions: Iterable[Action], *, source: str = "<rule>") -> Rul
 def modsecurity_integer(value: bytes) -> int:
     """The integer at the start of ``value`` (leading blanks and a sign allowed), 0 when there is none: how
     ModSecurity reads numbers for ``setvar`` arithmetic."""
+    if value.isdigit():  # CRS's scores and weights: no regex needed
+        return int(value)
     match = _INTEGER_PREFIX.match(value)
     return int(match.group(1)) if match else 0
 

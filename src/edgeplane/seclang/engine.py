@@ -58,7 +58,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import re2
 
@@ -81,14 +81,14 @@ __all__ = [
 ]
 
 EngineMode = Literal["On", "DetectionOnly", "Off"]
-_UNANCHORED = re2._Anchor.UNANCHORED
+_UNANCHORED: Final = re2._Anchor.UNANCHORED
 
 # Operators whose data this engine cannot reach at request time (a GeoIP database, DNS blocklists).
-NEVER_MATCHING_OPERATORS = frozenset({"geolookup", "rbl"})
-_PER_REQUEST_COLLECTIONS = ("TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE")
-_MATCHED = frozenset({"MATCHED_VAR", "MATCHED_VAR_NAME", "MATCHED_VARS", "MATCHED_VARS_NAMES"})
+NEVER_MATCHING_OPERATORS: Final = frozenset({"geolookup", "rbl"})
+_PER_REQUEST_COLLECTIONS: Final = ("TX", "IP", "GLOBAL", "SESSION", "USER", "RESOURCE")
+_MATCHED: Final = frozenset({"MATCHED_VAR", "MATCHED_VAR_NAME", "MATCHED_VARS", "MATCHED_VARS_NAMES"})
 # Collections that come from the body, empty until phase 2; ARGS and ARGS_NAMES fall back to the query's.
-_BODY_COLLECTIONS = frozenset(
+_BODY_COLLECTIONS: Final = frozenset(
     {
         "ARGS_POST",
         "ARGS_POST_NAMES",
@@ -109,16 +109,16 @@ _BODY_COLLECTIONS = frozenset(
         "XML",
     }
 )
-_STRUCTURED_PROCESSORS = frozenset({b"XML", b"JSON", b"MULTIPART"})
-_SCORE_WEIGHTS = frozenset(
+_STRUCTURED_PROCESSORS: Final = frozenset({b"XML", b"JSON", b"MULTIPART"})
+_SCORE_WEIGHTS: Final = frozenset(
     {"critical_anomaly_score", "error_anomaly_score", "warning_anomaly_score", "notice_anomaly_score"}
 )
 # Variables whose value is new in every request.
-_NEW_IN_EVERY_REQUEST = frozenset({"UNIQUE_ID", "DURATION"})
-_PHASE1_FALLBACK = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
+_NEW_IN_EVERY_REQUEST: Final = frozenset({"UNIQUE_ID", "DURATION"})
+_PHASE1_FALLBACK: Final = {"ARGS": "ARGS_GET", "ARGS_NAMES": "ARGS_GET_NAMES"}
 # Operators that cost less than remembering their answer; the others (patterns, libinjection, validations, IP
 # networks) remember it for the values they have seen: operators are pure functions of the value.
-_CHEAP_OPERATORS = frozenset(
+_CHEAP_OPERATORS: Final = frozenset(
     {"eq", "ge", "gt", "lt", "le", "streq", "beginswith", "endswith", "contains", "within", "nomatch"}
 )
 
@@ -317,8 +317,11 @@ class _Run:
 # (_REQUEST_PAIRS, collection, None, selector) the pairs a target selects; (_MACRO, collection, key, None) a macro;
 # (_COUNT, collection, None, selector) how many pairs a counted target (&ARGS) selects.
 _Read = tuple[int, str, str | None, "_Selector | None"]
-_TX_MEMBER, _REQUEST_PAIRS, _MACRO, _COUNT = 0, 1, 2, 3
-_UNREAD = object()
+_TX_MEMBER: Final = 0
+_REQUEST_PAIRS: Final = 1
+_MACRO: Final = 2
+_COUNT: Final = 3
+_UNREAD: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,7 +498,7 @@ class _Phase:
         )
 
 
-_NO_PHASE = _Phase((), {}, None, False)
+_NO_PHASE: Final = _Phase((), {}, None, False)
 
 
 class _Relevance:
@@ -706,7 +709,7 @@ def _compile_phase(program: Sequence[_Rule | _Marker], data_dir: Path, prefilter
 
 
 # Request variables with one value, which a pure rule may read whole.
-_SCALARS = frozenset(
+_SCALARS: Final = frozenset(
     {
         "REQUEST_LINE",
         "REQUEST_METHOD",
@@ -728,7 +731,7 @@ _SCALARS = frozenset(
 # Request collections whose members recur from request to request (header names, cookies, argument names), which a
 # pure rule may read whole: a segment keyed by them is found again. Argument values and bodies are not, nor all the
 # headers (Content-Length changes with the body).
-_RECURRING = frozenset(
+_RECURRING: Final = frozenset(
     {
         "REQUEST_HEADERS_NAMES",
         "REQUEST_COOKIES",
@@ -740,7 +743,7 @@ _RECURRING = frozenset(
 )
 
 
-_MEMBERS: dict[bytes, _Selector] = {}
+_MEMBERS: Final[dict[bytes, _Selector]] = {}
 
 
 def _member(literal: bytes) -> _Selector:
@@ -751,10 +754,24 @@ def _member(literal: bytes) -> _Selector:
     return selector
 
 
+_NAMED: Final[dict[tuple[str, bool], _Selector]] = {}
+
+
+def _named(text: str, *, literal: bool) -> _Selector:
+    """The selector of a macro's key (``literal``: compared without case) or of an XPath (not compared: the path
+    selects), one object per text: rules name the same ones in request after request."""
+    selector = _NAMED.get((text, literal))
+    if selector is None:
+        selector = _Selector(text.lower().encode("utf-8") if literal else None, None, text)
+        if len(_NAMED) < 4096:  # the texts come from rules; bounded all the same
+            _NAMED[(text, literal)] = selector
+    return selector
+
+
 # Request values that differ from client to client or request to request: a segment keyed by one would seldom be
 # found again, so rules reading them are walked.
-_DISTINCT = frozenset({"REMOTE_ADDR", "UNIQUE_ID", "DURATION", "REQUEST_BODY_LENGTH"})
-_DISTINCT_MEMBERS = frozenset({("REQUEST_HEADERS", b"content-length")})
+_DISTINCT: Final = frozenset({"REMOTE_ADDR", "UNIQUE_ID", "DURATION", "REQUEST_BODY_LENGTH"})
+_DISTINCT_MEMBERS: Final = frozenset({("REQUEST_HEADERS", b"content-length")})
 
 
 def _walk_rules_reading_distinct_values(rules: Sequence[_Rule]) -> None:
@@ -874,7 +891,7 @@ def _simple_targets(rule: _Rule) -> tuple[tuple[str, str, bool, bytes], ...] | N
     return tuple(simple) if simple else None
 
 
-_GATE_OPERATORS = frozenset({"lt", "le", "gt", "ge", "eq"})
+_GATE_OPERATORS: Final = frozenset({"lt", "le", "gt", "ge", "eq"})
 
 
 def _gate_variable(rule: _Rule) -> str | None:
@@ -1121,50 +1138,51 @@ def _target_spec(text: str) -> tuple[str, _Selector | None]:
         return target.collection, _Selector(selector.lower().encode("utf-8"), None, selector)
 
 
-@dataclass(slots=True)
 class _Transaction:
-    """The state of one request's evaluation: collections, matched variables, ctl effects, transformation memo."""
+    """The state of one request's evaluation: collections, matched variables, ctl effects, transformation memo.
 
-    engine: RuleEngine
-    variables: RequestVariables
-    mode: EngineMode
-    phase: int = 1
-    collections: dict[str, dict[str, bytes]] = field(default_factory=lambda: {n: {} for n in _PER_REQUEST_COLLECTIONS})
-    matches: list[RuleMatch] = field(default_factory=list)
-    interrupted_by: int | None = None
-    stopped: bool = False  # a deny, drop or allow ended the evaluation (engine mode On)
-    matched_var: tuple[bytes, bytes] | None = None
-    matched_vars: list[tuple[bytes, bytes]] = field(default_factory=list)
-    removed_ids: set[int] = field(default_factory=set)
-    removed_ranges: list[tuple[int, int]] = field(default_factory=list)
-    removed_tags: set[str] = field(default_factory=set)
-    removed_targets_by_id: dict[int, list[tuple[str, _Selector | None]]] = field(default_factory=dict)
-    removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = field(default_factory=list)
-    # The number of the TX, IP... collections' state (RuleEngine._state) while it is known: from the start, as
-    # long as only segments changed them; None once a rule that matched may have written them.
-    state: int | None = None
-    removals: bool = False  # whether a ctl removed any rule or target
-    disabled: frozenset[int] = frozenset()
-    current: _Rule | None = None
-    force_request_body: bool = False
-    # Request collections and their key indexes, valid until the body processor changes (ctl).
-    collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
-    index_cache: dict[str, tuple[Sequence[tuple[bytes, bytes]], dict[bytes, list[tuple[bytes, bytes]]]]] = field(
-        default_factory=dict
-    )
-    # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
-    # repeats the same targets and pipeline across dozens of rules.
-    entries_cache: dict[tuple[int, Pipeline], list[tuple[bytes, Sequence[bytes]]]] = field(default_factory=dict)
-    # Request values read for segment keys, by read; valid as long as the request collections are.
-    read_cache: dict[_Read, object] = field(default_factory=dict)
-    # Request collections read whole (no selector) as rules see them in this phase; valid as long as the request
-    # collections are.
-    whole_cache: dict[str, Sequence[tuple[bytes, bytes]]] = field(default_factory=dict)
-    # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long as
-    # the request collections are.
-    prefilter_hits: set[int] | None = None
-    # Whether those are the prologue's (_Phase), which decides only for the rules ahead of the first gate.
-    prefilter_prologue: bool = False
+    A plain class rather than a dataclass: compiled, its ``__init__`` is then compiled too (a dataclass's is made
+    when the module is imported), and one is built for every request."""
+
+    def __init__(self, engine: RuleEngine, variables: RequestVariables, mode: EngineMode) -> None:
+        self.engine = engine
+        self.variables = variables
+        self.mode: EngineMode = mode
+        self.phase = 1
+        self.collections: dict[str, dict[str, bytes]] = {name: {} for name in _PER_REQUEST_COLLECTIONS}
+        self.matches: list[RuleMatch] = []
+        self.interrupted_by: int | None = None
+        self.stopped = False  # a deny, drop or allow ended the evaluation (engine mode On)
+        self.matched_var: tuple[bytes, bytes] | None = None
+        self.matched_vars: list[tuple[bytes, bytes]] = []
+        self.removed_ids: set[int] = set()
+        self.removed_ranges: list[tuple[int, int]] = []
+        self.removed_tags: set[str] = set()
+        self.removed_targets_by_id: dict[int, list[tuple[str, _Selector | None]]] = {}
+        self.removed_targets_by_tag: list[tuple[str, str, _Selector | None]] = []
+        # The number of the TX, IP... collections' state (RuleEngine._state) while it is known: from the start, as
+        # long as only segments changed them; None once a rule that matched may have written them.
+        self.state: int | None = None
+        self.removals = False  # whether a ctl removed any rule or target
+        self.disabled: frozenset[int] = frozenset()
+        self.current: _Rule | None = None
+        self.force_request_body = False
+        # Request collections and their key indexes, valid until the body processor changes (ctl).
+        self.collection_cache: dict[str, Sequence[tuple[bytes, bytes]]] = {}
+        self.index_cache: dict[str, tuple[Sequence[tuple[bytes, bytes]], dict[bytes, list[tuple[bytes, bytes]]]]] = {}
+        # A rule's (name, transformed values) when its targets read only the request, by (targets, pipeline): CRS
+        # repeats the same targets and pipeline across dozens of rules.
+        self.entries_cache: dict[tuple[int, Pipeline], list[tuple[bytes, Sequence[bytes]]]] = {}
+        # Request values read for segment keys, by read; valid as long as the request collections are.
+        self.read_cache: dict[_Read, object] = {}
+        # Request collections read whole (no selector) as rules see them in this phase; valid as long as the
+        # request collections are.
+        self.whole_cache: dict[str, Sequence[tuple[bytes, bytes]]] = {}
+        # The slots of the prefiltered rules that can match, computed when the first one is reached; valid as long
+        # as the request collections are.
+        self.prefilter_hits: set[int] | None = None
+        # Whether those are the prologue's (_Phase), which decides only for the rules ahead of the first gate.
+        self.prefilter_prologue = False
 
     # -- the phase loop --------------------------------------------------------------------------------------------
 
@@ -1374,7 +1392,7 @@ class _Transaction:
     def _source_pairs(self, source: Source) -> Sequence[tuple[bytes, bytes]]:
         """The (key, value) pairs of a prefilter source, as a rule reading the whole collection sees them now."""
         if isinstance(source, tuple):
-            return self._pairs("XML", _Selector(None, None, source[1]))
+            return self._pairs("XML", _named(source[1], literal=False))
         assert isinstance(source, str)
         return self._pairs(source, None)
 
@@ -1629,7 +1647,7 @@ class _Transaction:
             return self.collections[collection].get(key.lower(), b"") if key else b""
         if collection == "RULE":
             return self._rule_property((key or "").lower())
-        selector = _Selector(key.lower().encode("utf-8"), None, key) if key else None
+        selector = _named(key, literal=True) if key else None
         pairs = self._pairs(collection, selector)
         return pairs[0][1] if pairs else b""
 

@@ -21,6 +21,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Final
 
 import libinjection  # type: ignore[import-not-found]
 import re2
@@ -31,9 +32,9 @@ from edgeplane.seclang.pcre import Translation, translate
 Captures = tuple[bytes, ...]
 Operator = Callable[[bytes], Captures | None]
 
-_UNANCHORED = re2._Anchor.UNANCHORED
-_ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
-_MAX_CAPTURES = 9  # TX:1..TX:9
+_UNANCHORED: Final = re2._Anchor.UNANCHORED
+_ANCHOR_BOTH: Final = re2._Anchor.ANCHOR_BOTH
+_MAX_CAPTURES: Final = 9  # TX:1..TX:9
 
 
 def _re2_options(case_sensitive: bool = True) -> re2.Options:
@@ -210,7 +211,7 @@ def compile_phrases(phrases: Iterable[bytes]) -> Operator:
     return search
 
 
-_MOVES_CACHED = 1 << 16
+_MOVES_CACHED: Final = 1 << 16
 
 
 class PhraseAutomaton:
@@ -351,7 +352,7 @@ def _sqli_by_binding(value: bytes) -> bytes | None:
     return str(result["fingerprint"]).encode("latin-1") if result["is_sqli"] else None
 
 
-_sqli = _sqli_detector()
+_sqli: Final = _sqli_detector()
 
 
 def _detect_sqli(value: bytes) -> Captures | None:
@@ -395,7 +396,7 @@ def _validate_byte_range(argument: bytes) -> Operator:
 
 # A '%' not followed by two hex digits. ModSecurity scans left to right and skips the two digits of a valid escape,
 # which are never '%', so every '%' of the value is examined.
-_BAD_URL_ENCODING = _re2_compile(rb"%(?:[^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?\z)", _re2_options())
+_BAD_URL_ENCODING: Final = _re2_compile(rb"%(?:[^0-9A-Fa-f]|[0-9A-Fa-f][^0-9A-Fa-f]|[0-9A-Fa-f]?\z)", _re2_options())
 
 
 def _validate_url_encoding(value: bytes) -> Captures | None:
@@ -406,7 +407,7 @@ def _validate_url_encoding(value: bytes) -> Captures | None:
 
 # What ModSecurity's validator accepts: RFC 3629 UTF-8 (no overlong forms, no surrogates, no lead byte above 0xF4),
 # except that it does not check the F4 sequences against U+10FFFF (F4 90..BF xx xx passes).
-_UTF8 = _re2_compile(
+_UTF8: Final = _re2_compile(
     rb"(?:[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}"
     rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf4][\x80-\xbf]{3})*",
     _re2_options(),
@@ -422,18 +423,23 @@ def _validate_utf8_encoding(value: bytes) -> Captures | None:
 # Numbers
 
 
-_STOI = re.compile(rb"[ \t\n\v\f\r]*([+-]?[0-9]+)")
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_LLONG_MIN, _LLONG_MAX = -(2**63), 2**63 - 1
+_STOI: Final = re.compile(rb"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+_INT_MIN: Final = -(2**31)
+_INT_MAX: Final = 2**31 - 1
+_LLONG_MIN: Final = -(2**63)
+_LLONG_MAX: Final = 2**63 - 1
 
 
 def _stoi(text: bytes) -> int | None:
     """``std::stoi``: leading whitespace, a sign, decimal digits; ``None`` where it throws (no digits, out of
     ``int`` range)."""
-    found = _STOI.match(text)
-    if found is None:
-        return None
-    number = int(found.group(1))
+    if text.isdigit():  # the common case: no regex needed
+        number = int(text)
+    else:
+        found = _STOI.match(text)
+        if found is None:
+            return None
+        number = int(found.group(1))
     return number if _INT_MIN <= number <= _INT_MAX else None
 
 
@@ -600,7 +606,7 @@ def _pm_from_file(argument: bytes, data_dir: Path) -> Operator:
     return compile_phrases(phrases)
 
 
-_SIMPLE: dict[str, Callable[[bytes], Operator]] = {
+_SIMPLE: Final[dict[str, Callable[[bytes], Operator]]] = {
     "rx": compile_regex,
     "pm": lambda argument: compile_phrases(pm_phrases(argument)),
     "detectsqli": lambda argument: _detect_sqli,
@@ -625,13 +631,13 @@ _SIMPLE: dict[str, Callable[[bytes], Operator]] = {
     "rbl": lambda argument: _never,
     "geolookup": lambda argument: _never,
 }
-_FROM_FILES: dict[str, Callable[[bytes, Path], Operator]] = {
+_FROM_FILES: Final[dict[str, Callable[[bytes, Path], Operator]]] = {
     "pmfromfile": _pm_from_file,
     "pmf": _pm_from_file,
     "ipmatchfromfile": _ip_match_from_file,
     "ipmatchf": _ip_match_from_file,
 }
-OPERATOR_NAMES = frozenset(_SIMPLE) | frozenset(_FROM_FILES)
+OPERATOR_NAMES: Final = frozenset(_SIMPLE) | frozenset(_FROM_FILES)
 
 
 def compile_operator(name: str, argument: str, *, data_dir: Path) -> Operator:

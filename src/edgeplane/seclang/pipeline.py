@@ -15,14 +15,16 @@ bytes, not a pass of each transformation.
 
 from __future__ import annotations
 
+from typing import Final
+
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.seclang.transformations import WordForm, transformation, word_form
 
 __all__ = ["Pipeline"]
 
 # Values longer than this are transformed every time (a request body), shorter ones are remembered.
-MEMO_MAX_LENGTH = 4096
-MEMO_MAX_ENTRIES = 8192
+MEMO_MAX_LENGTH: Final = 4096
+MEMO_MAX_ENTRIES: Final = 8192
 
 
 class Pipeline:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import re2
 
@@ -37,9 +38,9 @@ __all__ = ["PatternSet", "Prefilter", "PrefilterRule", "superset_pattern"]
 Source = Hashable  # what the engine reads values from: a collection name, or ("XML", xpath)
 Pairs = Callable[[Source], Iterable[tuple[bytes, bytes]]]
 
-_MEMO_MAX_LENGTH = 4096  # values longer than this (a request body) are searched every time
-_MEMO_MAX_ENTRIES = 8192
-_SET_MAX_MEM = 128 << 20  # the lazily built DFA of a set of every CRS pattern grows beyond RE2's default
+_MEMO_MAX_LENGTH: Final = 4096  # values longer than this (a request body) are searched every time
+_MEMO_MAX_ENTRIES: Final = 8192
+_SET_MAX_MEM: Final = 128 << 20  # the lazily built DFA of a set of every CRS pattern grows beyond RE2's default
 
 
 def superset_pattern(operator: str, argument: str, *, data_dir: Path) -> bytes | None:

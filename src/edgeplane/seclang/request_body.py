@@ -44,7 +44,7 @@ Pairs = tuple[tuple[bytes, bytes], ...]
 
 # --- urlencoded ---------------------------------------------------------------------------------------------------
 
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
+_HEX_DIGITS: Final = b"0123456789abcdefABCDEF"
 _HEX_PAIRS: Final = {bytes((a, b)): bytes((int(bytes((a, b)), 16),)) for a in _HEX_DIGITS for b in _HEX_DIGITS}
 _PERCENT_ESCAPE: Final = re.compile(rb"%[0-9A-Fa-f]{2}")
 
@@ -159,13 +159,13 @@ def _reject_constant(name: str) -> object:
     raise _JsonSyntaxError(f"invalid literal {name}")
 
 
-_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
-_JSON_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_JSON_WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
+_JSON_STRING: Final = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
+_JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _JSON_LITERALS: Final[dict[str, bytes]] = {"true": b"true", "false": b"false", "null": b""}
 # After a complete document, ModSecurity's parser (yajl) still waits for the end of a string left open at the end of
 # the body, and then ends without an error: such a tail is no error here either.
-_JSON_UNTERMINATED_STRING = re.compile(
+_JSON_UNTERMINATED_STRING: Final = re.compile(
     r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*(?:\\(?:u[0-9a-fA-F]{0,3})?)?'
 )
 

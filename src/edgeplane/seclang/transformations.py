@@ -30,17 +30,17 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from edgeplane.seclang.errors import UnknownTransformation
 
 Transformation = Callable[[bytes], bytes]
 
-UNICODE_MAP_FILE = Path(__file__).with_name("unicode_map.toml")
+UNICODE_MAP_FILE: Final = Path(__file__).with_name("unicode_map.toml")
 
 # C's isspace() in the "C" locale, which is what libmodsecurity's decoders test.
-_C_SPACE = b" \t\n\v\f\r"
-_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+_C_SPACE: Final = b" \t\n\v\f\r"
+_HEX_DIGITS: Final = frozenset(b"0123456789abcdefABCDEF")
 
 
 def _x2c(high: int, low: int) -> int:
@@ -60,7 +60,7 @@ def _load_unicode_map() -> dict[int, int]:
     return table
 
 
-_UNICODE_MAP = _load_unicode_map()
+_UNICODE_MAP: Final = _load_unicode_map()
 
 
 # --- case, whitespace, NULs -----------------------------------------------------------------------------------------
@@ -86,7 +86,7 @@ def _trim_right(value: bytes) -> bytes:
     return value.rstrip(_C_SPACE)
 
 
-_SPACE_RUN = re.compile(b"[" + re.escape(_C_SPACE) + b"]+")
+_SPACE_RUN: Final = re.compile(b"[" + re.escape(_C_SPACE) + b"]+")
 
 
 def _compress_whitespace(value: bytes) -> bytes:
@@ -126,7 +126,7 @@ def _hex_encode(value: bytes) -> bytes:
     return value.hex().encode("ascii")
 
 
-_ALL_HEX = re.compile(b"(?:[0-9a-fA-F]{2})*")
+_ALL_HEX: Final = re.compile(b"(?:[0-9a-fA-F]{2})*")
 
 
 def _hex_decode(value: bytes) -> bytes:
@@ -137,8 +137,8 @@ def _hex_decode(value: bytes) -> bytes:
     return bytes(_x2c(value[i], value[i + 1]) for i in range(0, len(value) - 1, 2))
 
 
-_BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-_BASE64_VALUE = {byte: index for index, byte in enumerate(_BASE64_ALPHABET)}
+_BASE64_ALPHABET: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_BASE64_VALUE: Final = {byte: index for index, byte in enumerate(_BASE64_ALPHABET)}
 
 
 def _base64_decode(value: bytes) -> bytes:
@@ -240,7 +240,7 @@ def _base64_decode_ext(value: bytes) -> bytes:
 # --- URL, JavaScript, CSS, HTML, C escapes --------------------------------------------------------------------------
 
 # Every "XX" of two hex digits, either case, to its byte.
-_HEX_PAIRS = {bytes([a, b]): bytes([int(bytes([a, b]), 16)]) for a in _HEX_DIGITS for b in _HEX_DIGITS}
+_HEX_PAIRS: Final = {bytes([a, b]): bytes([int(bytes([a, b]), 16)]) for a in _HEX_DIGITS for b in _HEX_DIGITS}
 
 
 def _url_decode(value: bytes) -> bytes:
@@ -302,11 +302,11 @@ def _url_decode_uni(value: bytes) -> bytes:
     return bytes(out)
 
 
-_C_ESCAPES = {ord("a"): 0x07, ord("b"): 0x08, ord("f"): 0x0C, ord("n"): 0x0A, ord("r"): 0x0D, ord("t"): 0x09}
+_C_ESCAPES: Final = {ord("a"): 0x07, ord("b"): 0x08, ord("f"): 0x0C, ord("n"): 0x0A, ord("r"): 0x0D, ord("t"): 0x09}
 _C_ESCAPES[ord("v")] = 0x0B
 
 # Octal: three digits only while the value fits a byte (a first digit above 3 takes two).
-_JS_ESCAPE = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([0-3][0-7]{2}|[0-7]{1,2})|(.))", re.DOTALL)
+_JS_ESCAPE: Final = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([0-3][0-7]{2}|[0-7]{1,2})|(.))", re.DOTALL)
 
 
 def _js_escape_byte(match: re.Match[bytes]) -> bytes:
@@ -332,7 +332,7 @@ def _js_decode(value: bytes) -> bytes:
     return _JS_ESCAPE.sub(_js_escape_byte, value)
 
 
-_CSS_ESCAPE = re.compile(rb"\\(?:([0-9a-fA-F]{1,6})[ \t\n\v\f\r]?|\n|(.)|\Z)", re.DOTALL)
+_CSS_ESCAPE: Final = re.compile(rb"\\(?:([0-9a-fA-F]{1,6})[ \t\n\v\f\r]?|\n|(.)|\Z)", re.DOTALL)
 
 
 def _css_escape_byte(match: re.Match[bytes]) -> bytes:
@@ -362,9 +362,9 @@ def _css_decode(value: bytes) -> bytes:
     return value.split(b"\x00", 1)[0]
 
 
-_HTML_ENTITY = re.compile(rb"&(?:#[xX]([0-9a-fA-F]+)|#([0-9]+)|([a-zA-Z0-9]+));?")
-_HTML_NAMED = {b"quot": b'"', b"amp": b"&", b"lt": b"<", b"gt": b">", b"nbsp": b"\xa0"}
-_LONG_MAX = (1 << 63) - 1  # strtol() saturates there
+_HTML_ENTITY: Final = re.compile(rb"&(?:#[xX]([0-9a-fA-F]+)|#([0-9]+)|([a-zA-Z0-9]+));?")
+_HTML_NAMED: Final = {b"quot": b'"', b"amp": b"&", b"lt": b"<", b"gt": b">", b"nbsp": b"\xa0"}
+_LONG_MAX: Final = (1 << 63) - 1  # strtol() saturates there
 
 
 def _html_entity_byte(match: re.Match[bytes]) -> bytes:
@@ -386,8 +386,8 @@ def _html_entity_decode(value: bytes) -> bytes:
     return _HTML_ENTITY.sub(_html_entity_byte, value)
 
 
-_ANSI_C_ESCAPE = re.compile(rb"\\(?:[xX]([0-9a-fA-F]{2})|([0-7]{1,3})|(.))", re.DOTALL)
-_ANSI_C_SIMPLE = {**_C_ESCAPES, ord("\\"): 0x5C, ord("?"): 0x3F, ord("'"): 0x27, ord('"'): 0x22}
+_ANSI_C_ESCAPE: Final = re.compile(rb"\\(?:[xX]([0-9a-fA-F]{2})|([0-7]{1,3})|(.))", re.DOTALL)
+_ANSI_C_SIMPLE: Final = {**_C_ESCAPES, ord("\\"): 0x5C, ord("?"): 0x3F, ord("'"): 0x27, ord('"'): 0x22}
 
 
 def _ansi_c_escape_byte(match: re.Match[bytes]) -> bytes:
@@ -471,7 +471,7 @@ def _remove_comments(value: bytes) -> bytes:
     return bytes(out)
 
 
-_COMMENT_MARK = re.compile(rb"/\*|\*/|<!--|-->|--|#")
+_COMMENT_MARK: Final = re.compile(rb"/\*|\*/|<!--|-->|--|#")
 
 
 def _remove_comments_char(value: bytes) -> bytes:
@@ -479,7 +479,7 @@ def _remove_comments_char(value: bytes) -> bytes:
     return _COMMENT_MARK.sub(b"", value)
 
 
-_C_COMMENT = re.compile(rb"/\*(?:.*?\*/|.*)", re.DOTALL)
+_C_COMMENT: Final = re.compile(rb"/\*(?:.*?\*/|.*)", re.DOTALL)
 
 
 def _replace_comments(value: bytes) -> bytes:
@@ -491,9 +491,9 @@ def _replace_comments(value: bytes) -> bytes:
 
 # --- command lines and paths ----------------------------------------------------------------------------------------
 
-_ASCII_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
-_CMD_SEPARATORS = re.compile(rb"[ ,;\t\r\n]+")
-_CMD_SPACE_BEFORE = re.compile(rb" (?=[/(])")
+_ASCII_LOWER: Final = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_CMD_SEPARATORS: Final = re.compile(rb"[ ,;\t\r\n]+")
+_CMD_SPACE_BEFORE: Final = re.compile(rb" (?=[/(])")
 
 
 def _cmd_line(value: bytes) -> bytes:
@@ -504,9 +504,9 @@ def _cmd_line(value: bytes) -> bytes:
     return _CMD_SPACE_BEFORE.sub(b"", value)
 
 
-_SLASH = 0x2F
-_BACKSLASH = 0x5C
-_DOT = 0x2E
+_SLASH: Final = 0x2F
+_BACKSLASH: Final = 0x5C
+_DOT: Final = 0x2E
 
 
 def _normalize_path_bytes(value: bytes, windows: bool) -> bytes:
@@ -603,7 +603,9 @@ def _normalize_path_win(value: bytes) -> bytes:
 
 # --- UTF-8 ----------------------------------------------------------------------------------------------------------
 
-_UTF8_UNIT = re.compile(rb"[\xc0-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf7][\x80-\xbf]{3}|[\x80-\xff]|\x00")
+_UTF8_UNIT: Final = re.compile(
+    rb"[\xc0-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf7][\x80-\xbf]{3}|[\x80-\xff]|\x00"
+)
 
 
 def _utf8_unit(match: re.Match[bytes]) -> bytes:
@@ -645,7 +647,7 @@ def _utf8_to_unicode(value: bytes) -> bytes:
 
 # --- the table ------------------------------------------------------------------------------------------------------
 
-_TRANSFORMATIONS: dict[str, Transformation] = {
+_TRANSFORMATIONS: Final[dict[str, Transformation]] = {
     "base64decode": _base64_decode,
     "base64decodeext": _base64_decode_ext,
     "cmdline": _cmd_line,
@@ -680,14 +682,14 @@ _TRANSFORMATIONS: dict[str, Transformation] = {
     "utf8tounicode": _utf8_to_unicode,
 }
 
-TRANSFORMATION_NAMES: frozenset[str] = frozenset(_TRANSFORMATIONS)
+TRANSFORMATION_NAMES: Final[frozenset[str]] = frozenset(_TRANSFORMATIONS)
 
 WordForm = Literal["same", "lower", "upper"]
 
 # What the transformations that act on a word at all do to it. Every other transformation leaves a word as it is:
 # the bytes the decoders, the whitespace, NUL and comment handlers and the path normalisers react to are not letters
 # or digits.
-_WORD_FORMS: dict[str, WordForm | None] = {
+_WORD_FORMS: Final[dict[str, WordForm | None]] = {
     "base64decode": None,
     "base64decodeext": None,
     "cmdline": "lower",

@@ -382,6 +382,6 @@ def _split_target(target: bytes) -> tuple[bytes, bytes, bytes, bytes]:
 
 
 # Targets recur (a gateway's few paths): their parts are remembered, bounded.
-_URI_PARTS: BoundedMemo[bytes, tuple[bytes, bytes, bytes, bytes]] = BoundedMemo(
+_URI_PARTS: Final[BoundedMemo[bytes, tuple[bytes, bytes, bytes, bytes]]] = BoundedMemo(
     _split_target, max_entries=4096, max_length=2048
 )
