@@ -251,3 +251,90 @@ def test_enable_disable_and_delete_a_job(
     dialog.get_by_role("button", name="Delete").click()
     row.wait_for(state="detached")
     assert job["id"] not in jobs(service)
+
+
+def test_the_builder_is_worked_from_the_keyboard(page: Any, service: EdgeplaneProcess, no_jobs: None) -> None:
+    def focused() -> str:
+        return str(page.evaluate("(document.activeElement.labels?.[0] ?? document.activeElement).textContent.trim()"))
+
+    open_logpush(page, service)
+    page.get_by_role("button", name="Add Logpush job").focus()
+    page.keyboard.press("Enter")
+    editor = page.get_by_role("form", name="Add Logpush job")
+    editor.get_by_role("heading", name="Step 1 of 3: Dataset").wait_for()
+    page.keyboard.press("Tab")
+    assert focused() == "Dataset"
+    page.keyboard.press("Tab")
+    assert focused() == "Next"  # Back is not there on the first step
+    page.keyboard.press("Enter")
+    editor.get_by_role("heading", name="Step 2 of 3: Fields and filter").wait_for()
+    editor.get_by_role("button", name="Add condition", exact=True).focus()
+    page.keyboard.press("Enter")
+    assert focused() == "Field"  # a new condition starts at its field
+    order = []
+    for _ in range(5):
+        page.keyboard.press("Tab")
+        order.append(focused())
+    assert order == ["Operator", "Value", "Remove", "Add condition", "Add group"]
+    page.keyboard.press("Enter")  # Add group: its match comes first, then its first condition
+    assert focused() == "Nested group (level 2): match"
+    page.keyboard.press("Tab")
+    assert focused() == "Field"
+    assert page.evaluate("document.activeElement.closest('[data-path]').dataset.path") == "where.and[1].or[0]"
+
+
+def test_json_the_builder_cannot_show_is_kept_as_written(page: Any, service: EdgeplaneProcess, no_jobs: None) -> None:
+    open_logpush(page, service)
+    page.get_by_role("button", name="Add Logpush job").click()
+    editor = page.get_by_role("form", name="Add Logpush job")
+    editor.get_by_role("button", name="Next").click()
+    filter_json = editor.get_by_label("Filter JSON")
+    filter_json.fill('{"where":{"key":"BotScore","operator":"lt","value":"30"}}')
+    only = condition(page, "where.and[0]")  # a where of one condition, shown in an AND group
+    assert only.get_by_label("Field").input_value() == "BotScore"
+    assert only.get_by_label("Operator").input_value() == "lt"
+    filter_json.fill('{"where":{"and":[')
+    editor.get_by_role("status").filter(has_text="The builder cannot show this JSON").wait_for()
+    assert filter_json.input_value() == '{"where":{"and":['
+    assert only.get_by_label("Field").input_value() == "BotScore"  # the builder keeps what it last showed
+    assert "? of 30 operators" in editor.locator("#filter-limits").inner_text()
+
+
+def test_the_destination_is_checked_before_saving(page: Any, service: EdgeplaneProcess, no_jobs: None) -> None:
+    open_logpush(page, service)
+    page.get_by_role("button", name="Add Logpush job").click()
+    editor = page.get_by_role("form", name="Add Logpush job")
+    editor.get_by_role("button", name="Next").click()
+    editor.get_by_role("button", name="Next").click()
+    destination = editor.get_by_label("Destination", exact=True)
+    destination.fill("file:///etc/edgeplane")  # outside the operator's file root
+    editor.get_by_role("button", name="Check destination").click()
+    editor.get_by_role("status").filter(has_text="Not allowed:").wait_for()
+    assert destination.get_attribute("aria-invalid") == "true"
+    destination.fill(f"file://{service.data_dir / 'destinations'}/checked")
+    assert destination.get_attribute("aria-invalid") is None  # changed: no longer marked
+    editor.get_by_role("button", name="Check destination").click()
+    editor.get_by_role("status").filter(has_text="The destination is allowed.").wait_for()
+    assert jobs(service) == {}
+
+
+def test_a_read_only_token_sees_the_jobs_and_the_apis_refusal(
+    page: Any, service: EdgeplaneProcess, no_jobs: None
+) -> None:
+    job = service.v4("POST", "/zones/{zone}/logpush/jobs", json={"name": "seen", **service.file_destination("seen")})
+    zone = {f"com.cloudflare.api.account.zone.{service.credentials['zone_id']}": "*"}
+    policies = [{"effect": "allow", "resources": zone, "permission_groups": [{"name": "Logs Read"}]}]
+    token = service.v4("POST", "/user/tokens", json={"name": "logs read only", "policies": policies})
+    try:
+        page.get_by_label("API token", exact=True).fill(token["value"])
+        page.get_by_role("button", name="Sign in with token").click()
+        page.get_by_role("heading", name="Web3 gateways", level=1).wait_for()
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Logpush", exact=True).click()
+        row = page.locator(f'tr[data-job="{job["id"]}"]')
+        row.get_by_role("button", name=f"Enable seen (job {job['id']})").click()
+        alert = row.get_by_role("alert")
+        alert.wait_for()
+        assert "(code 10000)" in alert.inner_text()
+        assert jobs(service)[job["id"]]["enabled"] is False
+    finally:
+        service.v4("DELETE", f"/user/tokens/{token['id']}")

@@ -85,12 +85,35 @@ export function jobEditor({ zone, job, language, onSaved, onCancel }) {
     challengeOutcome,
     challenge,
   );
+  const destinationOutcome = h("p", { className: "status", role: "status" });
+  const checkDestination = h(
+    "button",
+    {
+      type: "button",
+      onclick: async () => {
+        errors.replaceChildren();
+        destinationOutcome.textContent = "";
+        try {
+          const checked = await v4("POST", `${base}/validate/destination`, { destination_conf: destination.input.value });
+          destinationOutcome.textContent = checked.valid ? "The destination is allowed." : `Not allowed: ${checked.message}`;
+          if (checked.valid) destination.input.removeAttribute("aria-invalid");
+          else destination.input.setAttribute("aria-invalid", "true");
+        } catch (error) {
+          errors.replaceChildren(errorBox(error));
+          markInvalid(form, error);
+        }
+      },
+    },
+    "Check destination",
+  );
   const enabled = h("input", { type: "checkbox", id: "job-enabled", name: "enabled", checked: job ? job.enabled : true });
   const destinationStep = h(
     "div",
     { className: "step" },
     name,
     destination,
+    h("div", { className: "buttons check" }, checkDestination),
+    destinationOutcome,
     ownership,
     h("div", { className: "field inline" }, enabled, h("label", { for: "job-enabled" }, "Push records now (enabled)")),
   );
@@ -123,6 +146,13 @@ export function jobEditor({ zone, job, language, onSaved, onCancel }) {
       h("button", { type: "button", onclick: onCancel }, "Cancel"),
     ),
   );
+
+  // A control the API pointed at is no longer marked once the person changes it.
+  form.addEventListener("input", (event) => {
+    if (event.target.getAttribute("aria-invalid") === "true" && event.target.name !== "filter") {
+      event.target.removeAttribute("aria-invalid");
+    }
+  });
 
   async function buildFieldsStep() {
     const dataset = datasetSelect.value;
