@@ -32,6 +32,7 @@ from edgeplane.api import (
 )
 from edgeplane.api.endpoint import ApiRoute, ControlPlane, envelope_response
 from edgeplane.api.errors import not_found
+from edgeplane.api.filter_language import filter_language_routes
 from edgeplane.api.permissions import (
     ANY_CALLER,
     On,
@@ -180,7 +181,11 @@ def build_api_app(
         routes += v4_routes(plane)
     routes += [Route(V4 + "/{path:path}", unrouted, methods=methods), Route(V4, unrouted, methods=methods)]
     if plane is not None:
-        routes += [*SignIn(plane, gateway=gateway).routes(), Mount("/", app=dashboard_assets())]
+        routes += [
+            *SignIn(plane, gateway=gateway).routes(),
+            *filter_language_routes(),
+            Mount("/", app=dashboard_assets()),
+        ]
     app = Starlette(routes=routes)
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:

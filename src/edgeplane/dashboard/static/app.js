@@ -3,6 +3,7 @@
 import { v4All } from "./api.js";
 import { h, errorBox } from "./dom.js";
 import { currentSession, signOut } from "./session.js";
+import { logpushPage } from "./pages/logpush.js";
 import { notYetPage } from "./pages/not_yet.js";
 import { signInPage } from "./pages/sign_in.js";
 import { web3Page } from "./pages/web3.js";
@@ -15,12 +16,7 @@ const PAGES = [
     title: "Analytics",
     render: notYetPage("Analytics", "GET /zones/{zone_id}/logpush/datasets/{dataset}/fields"),
   },
-  {
-    route: "/logs/logpush",
-    section: "Logs",
-    title: "Logpush",
-    render: notYetPage("Logpush", "GET|POST /zones/{zone_id}/logpush/jobs"),
-  },
+  { route: "/logs/logpush", section: "Logs", title: "Logpush", render: logpushPage },
   {
     route: "/security/waf",
     section: "Security",

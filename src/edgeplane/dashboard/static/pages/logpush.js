@@ -1,0 +1,188 @@
+// Logs → Logpush: the zone's jobs (GET /zones/{zone}/logpush/jobs) with their state, enable/disable and delete, and
+// the "Add Logpush job" flow (logpush_job_editor.js) that also edits a job. The API's errors are shown inline.
+import { request, v4 } from "../api.js";
+import { h, errorBox } from "../dom.js";
+import { jobEditor } from "../logpush_job_editor.js";
+
+let language = null;
+
+/** What the filter builder knows of the filter language (GET /filter-language), read once per page load. */
+async function filterLanguage() {
+  if (language === null) language = (await request("GET", "/filter-language")).result;
+  return language;
+}
+
+function jobLabel(job) {
+  return job.name ? `${job.name} (job ${job.id})` : `job ${job.id}`;
+}
+
+function jobState(job) {
+  const lines = [h("strong", {}, job.enabled ? "Enabled" : "Disabled")];
+  if (job.last_complete) lines.push(h("span", {}, `Last pushed ${job.last_complete}`));
+  if (job.last_error) lines.push(h("span", { className: "job-error" }, `Last error ${job.last_error}`));
+  if (job.error_message) lines.push(h("span", { className: "job-error" }, job.error_message));
+  if (!job.last_complete && !job.last_error) lines.push(h("span", { className: "hint" }, "Nothing pushed yet"));
+  return h("div", { className: "job-state" }, lines);
+}
+
+/** The Logpush page of `context.zone`. */
+export async function logpushPage(context) {
+  const { zone } = context;
+  const section = h("section", { className: "logpush" });
+  if (!zone) {
+    section.append(h("h1", { tabindex: "-1" }, "Logpush"), h("p", {}, "No zone: pick or create a zone first."));
+    return section;
+  }
+  const path = `/zones/${zone.id}/logpush/jobs`;
+  const listErrors = h("div", { className: "errors" });
+  const tableHolder = h("div", { className: "table-holder" });
+  const editorHolder = h("div", {});
+  const status = h("p", { className: "status", role: "status" });
+  const addButton = h("button", { type: "button", className: "primary", onclick: () => openEditor(null) }, "Add Logpush job");
+
+  async function reload() {
+    listErrors.replaceChildren();
+    try {
+      tableHolder.replaceChildren(jobTable(await v4("GET", path)));
+    } catch (error) {
+      listErrors.replaceChildren(errorBox(error));
+    }
+  }
+
+  function jobTable(jobs) {
+    if (jobs.length === 0) return h("p", {}, `No Logpush jobs in ${zone.name} yet.`);
+    return h(
+      "table",
+      { className: "jobs" },
+      h("caption", {}, `Logpush jobs of ${zone.name}`),
+      h(
+        "thead",
+        {},
+        h("tr", {}, ["Job", "Dataset", "Destination", "State", "Actions"].map((title) => h("th", { scope: "col" }, title))),
+      ),
+      h("tbody", {}, jobs.map(jobRow)),
+    );
+  }
+
+  function jobRow(job) {
+    const label = jobLabel(job);
+    const rowErrors = h("div", { className: "errors" });
+    return h(
+      "tr",
+      { "data-job": job.id },
+      h("th", { scope: "row", "data-title": "Job" }, label, job.filter ? h("span", { className: "hint filtered" }, "filtered") : null),
+      h("td", { "data-title": "Dataset" }, job.dataset),
+      h("td", { "data-title": "Destination" }, h("code", { className: "destination" }, job.destination_conf)),
+      h("td", { "data-title": "State" }, jobState(job)),
+      h(
+        "td",
+        { "data-title": "Actions", className: "actions" },
+        rowErrors,
+        h(
+          "button",
+          {
+            type: "button",
+            "aria-label": `${job.enabled ? "Disable" : "Enable"} ${label}`,
+            onclick: async () => {
+              rowErrors.replaceChildren();
+              try {
+                await v4("PUT", `${path}/${job.id}`, { enabled: !job.enabled });
+                status.textContent = `${job.enabled ? "Disabled" : "Enabled"} ${label}`;
+                await reload();
+                const again = tableHolder.querySelector(`tr[data-job="${job.id}"] button`);
+                if (again) again.focus();
+              } catch (error) {
+                rowErrors.replaceChildren(errorBox(error));
+              }
+            },
+          },
+          job.enabled ? "Disable" : "Enable",
+        ),
+        h("button", { type: "button", "aria-label": `Edit ${label}`, onclick: () => openEditor(job) }, "Edit"),
+        h(
+          "button",
+          { type: "button", className: "danger", "aria-label": `Delete ${label}`, onclick: () => confirmDelete(job) },
+          "Delete",
+        ),
+      ),
+    );
+  }
+
+  async function openEditor(job) {
+    let editor;
+    try {
+      editor = jobEditor({
+        zone,
+        job,
+        language: await filterLanguage(),
+        onSaved: async (saved) => {
+          editorHolder.replaceChildren();
+          addButton.hidden = false;
+          status.textContent = `Saved ${jobLabel(saved)}`;
+          await reload();
+        },
+        onCancel: () => {
+          editorHolder.replaceChildren();
+          addButton.hidden = false;
+          addButton.focus();
+        },
+      });
+    } catch (error) {
+      listErrors.replaceChildren(errorBox(error));
+      return;
+    }
+    addButton.hidden = true;
+    editorHolder.replaceChildren(editor.element);
+    await editor.start();
+  }
+
+  function confirmDelete(job) {
+    const label = jobLabel(job);
+    const errors = h("div", { className: "errors" });
+    const dialog = h(
+      "dialog",
+      { "aria-labelledby": "delete-heading", onclose: () => dialog.remove() },
+      h("h2", { id: "delete-heading" }, `Delete ${label}?`),
+      h("p", {}, "It stops pushing at once."),
+      errors,
+      h(
+        "div",
+        { className: "buttons" },
+        h(
+          "button",
+          {
+            type: "button",
+            className: "danger",
+            onclick: async () => {
+              errors.replaceChildren();
+              try {
+                await v4("DELETE", `${path}/${job.id}`);
+                dialog.close();
+                status.textContent = `Deleted ${label}`;
+                await reload();
+              } catch (error) {
+                errors.replaceChildren(errorBox(error));
+              }
+            },
+          },
+          "Delete",
+        ),
+        h("button", { type: "button", autofocus: true, onclick: () => dialog.close() }, "Cancel"),
+      ),
+    );
+    section.append(dialog);
+    dialog.showModal();
+  }
+
+  section.append(
+    h("h1", { tabindex: "-1" }, "Logpush"),
+    h("p", {}, `Jobs that push the logs of ${zone.name} to a destination, filtered or whole.`),
+    status,
+    addButton,
+    editorHolder,
+    listErrors,
+    tableHolder,
+  );
+  await reload();
+  return section;
+}
