@@ -229,7 +229,8 @@ def test_credentials_file(edge: EdgeplaneProcess) -> None:
     import re
 
     credentials = json.loads((edge.data_dir / "credentials.json").read_text())
-    assert set(credentials) == {"email", "api_key", "api_token", "account_id", "zone_id", "zone_name"}
+    # The interface other tools rely on: these keys, and the dashboard's password; the file may gain keys.
+    assert set(credentials) >= {"email", "api_key", "api_token", "account_id", "zone_id", "zone_name", "password"}
     assert re.fullmatch(r"[0-9a-f]{37}", credentials["api_key"])
     assert re.fullmatch(r"[A-Za-z0-9_-]{40}", credentials["api_token"])
     assert re.fullmatch(r"[0-9a-f]{32}", credentials["account_id"])
@@ -237,3 +238,4 @@ def test_credentials_file(edge: EdgeplaneProcess) -> None:
     assert (edge.data_dir / "credentials.json").stat().st_mode & 0o077 == 0
     assert credentials["api_key"] not in edge.log()
     assert credentials["api_token"] not in edge.log()
+    assert credentials["password"] not in edge.log()
