@@ -64,3 +64,42 @@ export function markInvalid(form, error) {
     else control.removeAttribute("aria-invalid");
   }
 }
+
+/** Asks, in a modal dialog appended to `container`, whether to delete `name` (`consequence`: what deleting does);
+ * Delete runs `remove()` (the API call): on success the dialog closes and `done()` runs, on an error the error is
+ * shown in the dialog. Cancel is focused first, so Enter never deletes by accident. */
+export function confirmDeletion(container, { name, consequence, remove, done }) {
+  const errors = h("div", { className: "errors" });
+  const dialog = h(
+    "dialog",
+    { "aria-labelledby": "delete-heading", onclose: () => dialog.remove() },
+    h("h2", { id: "delete-heading" }, `Delete ${name}?`),
+    h("p", {}, consequence),
+    errors,
+    h(
+      "div",
+      { className: "buttons" },
+      h(
+        "button",
+        {
+          type: "button",
+          className: "danger",
+          onclick: async () => {
+            errors.replaceChildren();
+            try {
+              await remove();
+              dialog.close();
+              await done();
+            } catch (error) {
+              errors.replaceChildren(errorBox(error));
+            }
+          },
+        },
+        "Delete",
+      ),
+      h("button", { type: "button", autofocus: true, onclick: () => dialog.close() }, "Cancel"),
+    ),
+  );
+  container.append(dialog);
+  dialog.showModal();
+}

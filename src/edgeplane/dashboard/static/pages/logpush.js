@@ -1,7 +1,7 @@
 // Logs → Logpush: the zone's jobs (GET /zones/{zone}/logpush/jobs) with their state, enable/disable and delete, and
 // the "Add Logpush job" flow (logpush_job_editor.js) that also edits a job. The API's errors are shown inline.
 import { request, v4 } from "../api.js";
-import { h, errorBox } from "../dom.js";
+import { h, confirmDeletion, errorBox } from "../dom.js";
 import { jobEditor } from "../logpush_job_editor.js";
 
 let language = null;
@@ -138,40 +138,15 @@ export async function logpushPage(context) {
 
   function confirmDelete(job) {
     const label = jobLabel(job);
-    const errors = h("div", { className: "errors" });
-    const dialog = h(
-      "dialog",
-      { "aria-labelledby": "delete-heading", onclose: () => dialog.remove() },
-      h("h2", { id: "delete-heading" }, `Delete ${label}?`),
-      h("p", {}, "It stops pushing at once."),
-      errors,
-      h(
-        "div",
-        { className: "buttons" },
-        h(
-          "button",
-          {
-            type: "button",
-            className: "danger",
-            onclick: async () => {
-              errors.replaceChildren();
-              try {
-                await v4("DELETE", `${path}/${job.id}`);
-                dialog.close();
-                status.textContent = `Deleted ${label}`;
-                await reload();
-              } catch (error) {
-                errors.replaceChildren(errorBox(error));
-              }
-            },
-          },
-          "Delete",
-        ),
-        h("button", { type: "button", autofocus: true, onclick: () => dialog.close() }, "Cancel"),
-      ),
-    );
-    section.append(dialog);
-    dialog.showModal();
+    confirmDeletion(section, {
+      name: label,
+      consequence: "It stops pushing at once.",
+      remove: () => v4("DELETE", `${path}/${job.id}`),
+      done: async () => {
+        status.textContent = `Deleted ${label}`;
+        await reload();
+      },
+    });
   }
 
   section.append(

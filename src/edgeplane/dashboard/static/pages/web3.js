@@ -1,7 +1,7 @@
 // Web3 gateways: the zone's hostnames (GET/POST /zones/{zone}/web3/hostnames, PATCH/DELETE .../{id}), each with the
 // endpoint URL a client sends JSON-RPC to. What a hostname may be is the API's to say: its errors are shown inline.
 import { v4, v4All } from "../api.js";
-import { h, errorBox, field, markInvalid } from "../dom.js";
+import { h, confirmDeletion, errorBox, field, markInvalid } from "../dom.js";
 
 const TARGETS = ["ethereum", "ipfs", "ipfs_universal_path"];
 
@@ -157,40 +157,15 @@ export async function web3Page(context) {
   }
 
   function confirmDelete(hostname) {
-    const errors = h("div", { className: "errors" });
-    const dialog = h(
-      "dialog",
-      { "aria-labelledby": "delete-heading", onclose: () => dialog.remove() },
-      h("h2", { id: "delete-heading" }, `Delete ${hostname.name}?`),
-      h("p", {}, "Its gateway stops answering at once."),
-      errors,
-      h(
-        "div",
-        { className: "buttons" },
-        h(
-          "button",
-          {
-            type: "button",
-            className: "danger",
-            onclick: async () => {
-              errors.replaceChildren();
-              try {
-                await v4("DELETE", `${path}/${hostname.id}`);
-                dialog.close();
-                status.textContent = `Deleted ${hostname.name}`;
-                await reload();
-              } catch (error) {
-                errors.replaceChildren(errorBox(error));
-              }
-            },
-          },
-          "Delete",
-        ),
-        h("button", { type: "button", autofocus: true, onclick: () => dialog.close() }, "Cancel"),
-      ),
-    );
-    section.append(dialog);
-    dialog.showModal();
+    confirmDeletion(section, {
+      name: hostname.name,
+      consequence: "Its gateway stops answering at once.",
+      remove: () => v4("DELETE", `${path}/${hostname.id}`),
+      done: async () => {
+        status.textContent = `Deleted ${hostname.name}`;
+        await reload();
+      },
+    });
   }
 
   const createErrors = h("div", { className: "errors" });
