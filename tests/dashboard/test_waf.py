@@ -128,13 +128,15 @@ def test_an_enterprise_zone_migrates_through_the_managed_rules_tab(
     assert "Migration state\nstart" in text
     assert "Previous version\nenabled" in text
     assert "Phase 2: this zone is eligible for the update." in text
-    assert "Phase 1: not eligible. the zone is not eligible in phase 1" in text  # the API's words (a bypass rule)
+    # The API's words for phase 1, which a bypassing firewall rule breaks:
+    assert "Phase 1: not eligible. The API says: the zone is not eligible in phase 1" in text
     migration.locator("summary").click()  # the previous WAF, read-only
     package = migration.locator(".previous-package").first
     package.locator("table.previous-groups tbody tr").first.wait_for()
     package.locator("table.previous-groups tbody tr").first.get_by_role("button").click()
     package.locator(".previous-rule-list li").first.wait_for()
     screenshots(page, "security-waf-migration-eligible")
+    migration.locator("summary").click()  # folded again for the next steps' screenshots
 
     migration.get_by_role("button", name="Review configuration").click()
     review = migration.get_by_role("heading", name="Review configuration")
@@ -167,6 +169,24 @@ def test_an_enterprise_zone_migrates_through_the_managed_rules_tab(
     screenshots(page, "security-waf-migration-complete", phone=False)
 
 
+def test_a_pro_zone_migrates_in_one_step(page: Any, service: EdgeplaneProcess) -> None:
+    zone_id = new_zone(service, "migrate-pro.localhost", "pro")
+    service.v4("PATCH", f"/zones/{zone_id}/settings/waf", json={"value": "on"})
+    open_waf(page, service, "migrate-pro.localhost")
+    migration = page.locator("section.migration")
+    migration.get_by_role("button", name="Review configuration").click()
+    migration.get_by_role("heading", name="Review configuration").wait_for()
+    assert "turns the previous version off" in migration.inner_text()  # no validation mode below Enterprise
+    migration.get_by_role("button", name="Deploy", exact=True).click()
+    page.get_by_role("status").filter(has_text="the migration finished").wait_for()
+    status = service.v4("GET", f"/zones/{zone_id}/waf_migration/status")
+    assert (status["migration_state"], status["old_waf_status"], status["new_waf_status"]) == (
+        "complete",
+        "disabled",
+        "enabled",
+    )
+
+
 def test_a_zone_with_uri_overrides_gets_the_apis_reason(
     page: Any, service: EdgeplaneProcess, screenshots: Screenshots
 ) -> None:
@@ -175,10 +195,29 @@ def test_a_zone_with_uri_overrides_gets_the_apis_reason(
     open_waf(page, service, "migrate-overrides.localhost")
     migration = page.locator("section.migration")
     migration.get_by_role("heading", name="Update to the new WAF managed rules").wait_for()
-    assert "Phase 2: not eligible. the zone has URI-based WAF overrides" in migration.inner_text()
+    assert "Phase 2: not eligible. The API says: the zone has URI-based WAF overrides" in migration.inner_text()
     assert "(code 10221)" in migration.inner_text()
     assert migration.get_by_role("button", name="Review configuration").is_disabled()
     screenshots(page, "security-waf-migration-not-eligible", phone=False)
+
+
+def test_a_zone_with_too_many_bypassing_firewall_rules_gets_the_migration_error(
+    page: Any, service: EdgeplaneProcess
+) -> None:
+    zone_id = new_zone(service, "migrate-firewall.localhost", "business")
+    bypasses = [
+        {"action": "bypass", "products": ["waf"], "filter": {"expression": f"ip.src eq 192.0.2.{index % 250}"}}
+        for index in range(201)
+    ]
+    service.v4("POST", f"/zones/{zone_id}/firewall/rules", json=bypasses)
+    open_waf(page, service, "migrate-firewall.localhost")
+    migration = page.locator("section.migration")
+    migration.get_by_role("heading", name="Update to the new WAF managed rules").wait_for()
+    text = migration.inner_text()
+    assert "Phase 2: this zone is eligible for the update." in text  # the check says yes; the configuration cannot
+    assert "The configuration cannot be migrated: migration error:" in text
+    assert "(code 10224)" in text
+    assert migration.get_by_role("button", name="Review configuration").is_disabled()
 
 
 @pytest.fixture

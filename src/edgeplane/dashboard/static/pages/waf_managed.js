@@ -143,7 +143,8 @@ export async function managedRulesTab(context) {
   // Rules of the entrypoint that execute no managed ruleset (skip rules the migration made, log rules): listed so
   // that what runs is all on the page; they are edited through the API.
   function otherRules() {
-    const others = currentRules().filter((rule) => !rulesets.some((ruleset) => executes(rule, ruleset)));
+    const all = currentRules();
+    const others = all.filter((rule) => !rulesets.some((ruleset) => executes(rule, ruleset)));
     if (others.length === 0) return h("div", {});
     return h(
       "section",
@@ -153,7 +154,17 @@ export async function managedRulesTab(context) {
         "ul",
         { className: "other-rules" },
         others.map((rule) =>
-          h("li", {}, h("strong", {}, rule.action), " ", rule.description || "", " ", h("code", {}, rule.expression)),
+          h(
+            "li",
+            {},
+            `Rule ${all.indexOf(rule) + 1} of ${all.length}: `,
+            h("strong", {}, rule.action),
+            rule.enabled === false ? " (disabled)" : "",
+            " ",
+            rule.description || "",
+            " ",
+            h("code", {}, rule.expression),
+          ),
         ),
       ),
     );

@@ -92,12 +92,12 @@ export async function migrationPanel(context, holder, onChanged) {
   function eligibility(phaseTwo, phaseOne, configTwo, configOne) {
     const lines = [];
     if (phaseTwo.compatible) lines.push(h("li", { className: "eligible" }, "Phase 2: this zone is eligible for the update."));
-    else lines.push(h("li", { className: "not-eligible" }, `Phase 2: not eligible. ${configTwo.refusal ? refusalText(configTwo.refusal) : ""}`));
+    else lines.push(h("li", { className: "not-eligible" }, `Phase 2: not eligible${configTwo.refusal ? `. The API says: ${refusalText(configTwo.refusal)}` : "."}`));
     if (phaseTwo.compatible && configTwo.refusal) {
       lines.push(h("li", { className: "not-eligible" }, `The configuration cannot be migrated: ${refusalText(configTwo.refusal)}`));
     }
     if (phaseOne.compatible) lines.push(h("li", { className: "eligible" }, "Phase 1: eligible too (the stricter rules of the first phase)."));
-    else lines.push(h("li", { className: "hint" }, `Phase 1: not eligible. ${configOne.refusal ? refusalText(configOne.refusal) : ""}`));
+    else lines.push(h("li", { className: "hint" }, `Phase 1: not eligible${configOne.refusal ? `. The API says: ${refusalText(configOne.refusal)}` : "."}`));
     return h("div", { className: "eligibility" }, h("h3", {}, "Eligibility"), h("ul", {}, lines));
   }
 
