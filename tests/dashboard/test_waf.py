@@ -265,6 +265,10 @@ def test_custom_rules_added_edited_deleted_and_a_bad_expression_refused(
     ]
     page.get_by_role("button", name="Edit rule “admin paths”").click()
     editor = page.get_by_role("form", name="Edit rule “admin paths”")
+    editor.get_by_label("Expression").fill("http.request.uri.path contains")  # PATCH refuses it the same way
+    editor.get_by_role("button", name="Save").click()
+    editor.locator("#expression-error").filter(has_text="(code 20002)").wait_for()
+    editor.get_by_label("Expression").fill('http.request.uri.path contains "/admin"')
     editor.get_by_label("Action").select_option("block")
     editor.get_by_role("button", name="Save").click()
     page.get_by_role("status").filter(has_text="Saved").wait_for()
