@@ -86,7 +86,6 @@ def test_the_apis_refusal_is_shown_inline(page: Any, service: EdgeplaneProcess, 
     ("link", "heading", "shot"),
     [
         ("Analytics", "Analytics", "analytics"),
-        ("WAF", "WAF", "security-waf"),
         ("Events", "Security events", "security-events"),
     ],
 )

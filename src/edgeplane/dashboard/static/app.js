@@ -6,6 +6,7 @@ import { currentSession, signOut } from "./session.js";
 import { logpushPage } from "./pages/logpush.js";
 import { notYetPage } from "./pages/not_yet.js";
 import { signInPage } from "./pages/sign_in.js";
+import { wafPage } from "./pages/waf.js";
 import { web3Page } from "./pages/web3.js";
 
 const PAGES = [
@@ -21,7 +22,7 @@ const PAGES = [
     route: "/security/waf",
     section: "Security",
     title: "WAF",
-    render: notYetPage("WAF", "GET /zones/{zone_id}/rulesets"),
+    render: wafPage,
   },
   {
     route: "/security/events",
