@@ -2,7 +2,7 @@
 // delete. The expression is checked by the API only: its refusal (code 20002, with the position) is shown under the
 // expression field.
 import { v4 } from "../api.js";
-import { h, errorBox, field } from "../dom.js";
+import { h, confirmDeletion, errorBox, field } from "../dom.js";
 import { CUSTOM_PHASE, readEntrypoint, selectField, textareaField, writeEntrypoint } from "./waf_entrypoint.js";
 
 const ACTIONS = [
@@ -162,40 +162,15 @@ export async function customRulesTab(context) {
 
   function confirmDelete(rule) {
     const label = ruleLabel(rule);
-    const dialogErrors = h("div", { className: "errors" });
-    const dialog = h(
-      "dialog",
-      { "aria-labelledby": "delete-rule-heading", onclose: () => dialog.remove() },
-      h("h2", { id: "delete-rule-heading" }, `Delete ${label}?`),
-      h("p", {}, "It stops running at once."),
-      dialogErrors,
-      h(
-        "div",
-        { className: "buttons" },
-        h(
-          "button",
-          {
-            type: "button",
-            className: "danger",
-            onclick: async () => {
-              dialogErrors.replaceChildren();
-              try {
-                await v4("DELETE", `/zones/${zone.id}/rulesets/${entrypoint.id}/rules/${rule.id}`);
-                dialog.close();
-                status.textContent = `Deleted ${label}`;
-                await reload();
-              } catch (error) {
-                dialogErrors.replaceChildren(errorBox(error));
-              }
-            },
-          },
-          "Delete",
-        ),
-        h("button", { type: "button", autofocus: true, onclick: () => dialog.close() }, "Cancel"),
-      ),
-    );
-    root.append(dialog);
-    dialog.showModal();
+    confirmDeletion(root, {
+      name: label,
+      consequence: "It stops running at once.",
+      remove: () => v4("DELETE", `/zones/${zone.id}/rulesets/${entrypoint.id}/rules/${rule.id}`),
+      done: async () => {
+        status.textContent = `Deleted ${label}`;
+        await reload();
+      },
+    });
   }
 
   root.append(
