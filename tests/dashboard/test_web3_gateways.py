@@ -85,9 +85,7 @@ def test_the_apis_refusal_is_shown_inline(page: Any, service: EdgeplaneProcess, 
 @pytest.mark.parametrize(
     ("link", "heading", "shot"),
     [
-        ("Analytics", "Analytics", "analytics"),
         ("WAF", "WAF", "security-waf"),
-        ("Events", "Security events", "security-events"),
     ],
 )
 def test_the_navigation_reaches_every_page(
