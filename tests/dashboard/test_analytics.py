@@ -58,7 +58,12 @@ def traffic(service: EdgeplaneProcess) -> dict[str, Any]:
         "/zones/{zone}/rulesets/phases/http_request_firewall_custom/entrypoint",
         json={
             "rules": [
-                {"action": "block", "expression": f'http.user_agent eq "{BOT}"', "description": "no test bots"},
+                {
+                    "action": "block",
+                    # Naming the attack score has the request scored: the event's detail shows the scores.
+                    "expression": f'http.user_agent eq "{BOT}" and cf.waf.score ge 1',
+                    "description": "no test bots",
+                },
                 {
                     "action": "log",
                     "expression": 'any(http.request.headers["x-audit"][*] eq "analytics-test")',
@@ -124,17 +129,17 @@ def test_requests_through_the_edge_appear_in_analytics(
     assert main.get_by_role("figure", name="Upstream time").get_by_role("img").is_visible()
     assert main.locator(".totals .total").filter(has_text="Requests").locator("dd").inner_text() == "7"
 
+    # Another range: the page asks again, and still shows the requests.
+    page.get_by_label("Time range").select_option(label="Last 30 minutes")
+    main.get_by_text("in buckets of 30 s").wait_for()
+    assert "mainnet" in (network.get_by_role("img").get_attribute("aria-label") or "")
+
     # Every chart's numbers as a table, behind its toggle.
     methods.get_by_role("button", name="Show table").click()
     assert methods.get_by_role("button", name="Hide table").get_attribute("aria-expanded") == "true"
     table = methods.get_by_role("table")
     assert table.get_by_role("row", name="eth_chainId").is_visible()
     screenshots(page, "analytics")
-
-    # Another range: the page asks again, and still shows the requests.
-    page.get_by_label("Time range").select_option(label="Last 30 minutes")
-    main.get_by_text("in buckets of 30 s").wait_for()
-    assert "mainnet" in (network.get_by_role("img").get_attribute("aria-label") or "")
 
 
 def test_the_blocked_request_appears_in_security_events(
@@ -159,7 +164,7 @@ def test_the_blocked_request_appears_in_security_events(
     filters.get_by_label("Client IP", exact=True).fill("127.0.0.1")
     filters.get_by_label("Path", exact=True).fill("/v1/mainnet")
     filters.get_by_role("button", name="Apply filters").click()
-    main.get_by_role("status").filter(has_text="1 events").wait_for()
+    main.get_by_role("status").filter(has_text="1 event").wait_for()
     row.wait_for()
     # The JSON-RPC method is the event's request's (a request the firewall blocked never reached the gateway, so
     # only the logged one has a method).
@@ -184,6 +189,7 @@ def test_the_blocked_request_appears_in_security_events(
     assert rule["id"] in text
     assert traffic["ruleset_id"] in text
     assert "no test bots" in text
+    assert "WAF attack score" in text
     assert detail.evaluate("element => element === document.activeElement")
     screenshots(page, "security-events")
     page.set_viewport_size(PHONE)

@@ -96,7 +96,7 @@ export function lineChart({ title, buckets, series, unit = "requests", summary }
       : `${title}: ${series.map((item) => `${item.key} ${item.total ?? Math.max(0, ...item.counts.filter((v) => v !== null))} ${unit}`).join(", ")}.`);
   const drawing = svg(
     "svg",
-    { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-label": described, class: "chart", preserveAspectRatio: "none" },
+    { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-label": described, class: "chart" },
   );
   for (const fraction of [0, 0.5, 1]) {
     const value = top * fraction;
@@ -109,7 +109,11 @@ export function lineChart({ title, buckets, series, unit = "requests", summary }
   for (let tick = 0; tick < ticks; tick += 1) {
     const index = Math.round((tick * (buckets.length - 1)) / Math.max(1, ticks - 1));
     drawing.append(
-      svg("text", { x: x(index), y: HEIGHT - 8, "text-anchor": "middle", class: "axis" }, bucketLabel(buckets[index], withDate)),
+      svg(
+        "text",
+        { x: x(index), y: HEIGHT - 8, "text-anchor": tick === 0 ? "start" : tick === ticks - 1 ? "end" : "middle", class: "axis" },
+        bucketLabel(buckets[index], withDate),
+      ),
     );
   }
   series.forEach((item, index) => {
@@ -123,7 +127,13 @@ export function lineChart({ title, buckets, series, unit = "requests", summary }
       path += `${pen}${x(bucket).toFixed(1)},${y(value).toFixed(1)} `;
       pen = "L";
     });
-    if (path) drawing.append(svg("path", { d: path, fill: "none", stroke: COLOURS[index % COLOURS.length], "stroke-width": 2 }));
+    const colour = COLOURS[index % COLOURS.length];
+    if (path) drawing.append(svg("path", { d: path, fill: "none", stroke: colour, "stroke-width": 2 }));
+    // A value with no neighbour draws no line: a dot shows it.
+    item.counts.forEach((value, bucket) => {
+      const alone = (item.counts[bucket - 1] ?? null) === null && (item.counts[bucket + 1] ?? null) === null;
+      if (value !== null && alone) drawing.append(svg("circle", { cx: x(bucket), cy: y(value), r: 3, fill: colour }));
+    });
   });
   const table = h(
     "table",

@@ -120,7 +120,7 @@ export async function eventsPage(context) {
       );
       listHolder.replaceChildren(eventTable(listed.result, listed.result_info));
       const info = listed.result_info;
-      status.textContent = `${info.total_count} events` + (info.retained_since ? `; retention has deleted older records: complete from ${info.retained_since}` : "");
+      status.textContent = `${info.total_count} ${info.total_count === 1 ? "event" : "events"}` + (info.retained_since ? `; retention has deleted older records: complete from ${info.retained_since}` : "");
     } catch (error) {
       errors.replaceChildren(errorBox(error));
     }
