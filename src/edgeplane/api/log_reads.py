@@ -109,9 +109,7 @@ def scan_zone(
         raise ApiError(400, 1011, str(error)) from None
 
 
-def nearest_rank(values: Sequence[int], quantile: float) -> int | None:
-    """The value at ``quantile`` of sorted ``values`` by nearest rank (None when empty): the percentile as the
-    dashboard shows it, one of the values that were seen."""
-    if not values:
-        return None
-    return values[min(len(values) - 1, max(0, math.ceil(quantile * len(values)) - 1))]
+def nearest_rank_index(size: int, quantile: float) -> int:
+    """Where the value at ``quantile`` is among ``size`` sorted values, by nearest rank: the percentile as the
+    dashboard shows it, one of the values that were seen (``size`` at least 1)."""
+    return min(size - 1, max(0, math.ceil(quantile * size) - 1))
