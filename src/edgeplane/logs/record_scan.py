@@ -64,47 +64,74 @@ def scan_records(
     ``scan_limit``; ``UnknownDatasetError`` for an unknown dataset."""
     dataset = load_dataset(dataset_name)
     full = arrow_schema(dataset)
-    needed = list(dict.fromkeys((*columns, time_field, ZONE_NAME)))
-    schema = pa.schema([full.field(name) for name in needed])
-    kept: list[pa.RecordBatch] = []
-    scanned = 0
-    retained_since: int | None = None
+    schema = pa.schema([full.field(name) for name in dict.fromkeys((*columns, time_field, ZONE_NAME))])
+    scan = _Scan(dataset.name, schema, zone_name, time_field, since_ns, until_ns)
     for path in partitions_under(data_dir):
-        store = SegmentedLogStore(path, writable=False)
-        end = store.end_position(dataset.name)
-        oldest = store.oldest_position(dataset.name)
+        with SegmentedLogStore(path, writable=False) as store:
+            scan.read_partition(store, scan_limit)
+    return ScannedRecords(pa.Table.from_batches(scan.kept, schema=schema), scan.scanned, scan.retained_since)
+
+
+class _Scan:
+    """One scan's criteria and what it has kept so far, partition after partition."""
+
+    def __init__(
+        self, dataset: str, schema: pa.Schema, zone_name: str, time_field: str, since_ns: int, until_ns: int
+    ) -> None:
+        self.dataset = dataset
+        self.schema = schema
+        self.zone_name = zone_name
+        self.time_field = time_field
+        self.since_ns = since_ns
+        self.until_ns = until_ns
+        self.kept: list[pa.RecordBatch] = []
+        self.scanned = 0
+        self.retained_since: int | None = None
+
+    def read_partition(self, store: SegmentedLogStore, scan_limit: int) -> None:
+        """Keeps the matching records among the newest ``scan_limit`` of ``store``'s stream."""
+        end = store.end_position(self.dataset)
+        oldest = store.oldest_position(self.dataset)
         position = max(oldest, end - scan_limit)
         skipped = position > oldest
         first = True
         while position < end:
             try:
-                batch = store.read_columns(dataset.name, position, max_records=_READ_RECORDS, columns=needed)
-            except PositionLostError as lost:
-                position, oldest, first = lost.oldest_position, lost.oldest_position, True
+                batch = store.read_columns(self.dataset, position, max_records=_READ_RECORDS, columns=self.schema.names)
+            except PositionLostError as lost:  # retention deleted it meanwhile: go on from what is left
+                position, oldest, first, skipped = lost.oldest_position, lost.oldest_position, True, False
                 continue
             if batch.next_position == position:
                 break
             for part in batch.parts:
-                times = column_or_nulls(part, time_field, pa.int64())
+                times = column_or_nulls(part, self.time_field, pa.int64())
                 if first and part.num_rows:
                     first = False
-                    earliest = times[0].as_py()
-                    if earliest is not None and earliest > since_ns:
-                        if skipped:
-                            raise ScanLimitError(scan_limit)
-                        if oldest > 0:  # retention deleted what came before it
-                            retained_since = max(retained_since or 0, earliest)
-                mask = pc.and_(
-                    pc.equal(column_or_nulls(part, ZONE_NAME, pa.string()), zone_name),
-                    pc.and_(pc.greater_equal(times, since_ns), pc.less(times, until_ns)),
-                )
-                chosen = part.filter(pc.fill_null(mask, False))
-                if chosen.num_rows:
-                    arrays = [_typed(chosen, field) for field in schema]
-                    kept.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
-            scanned += batch.next_position - position
+                    self._check_start(times[0].as_py(), scan_limit if skipped else None, lost=oldest > 0)
+                self._keep(part, times)
+            self.scanned += batch.next_position - position
             position = batch.next_position
-    return ScannedRecords(pa.Table.from_batches(kept, schema=schema), scanned, retained_since)
+
+    def _check_start(self, earliest: int | None, skipped_beyond: int | None, *, lost: bool) -> None:
+        """The first record read: inside the range after records the scan limit skipped, the answer would miss
+        some (``ScanLimitError``, ``skipped_beyond`` being the limit); inside it after records retention deleted, the
+        answer is complete from it."""
+        if earliest is None:
+            return
+        if skipped_beyond is not None and earliest >= self.since_ns:
+            raise ScanLimitError(skipped_beyond)
+        if lost and earliest > self.since_ns:
+            self.retained_since = max(self.retained_since or 0, earliest)
+
+    def _keep(self, part: pa.RecordBatch, times: pa.Array) -> None:
+        mask = pc.and_(
+            pc.equal(column_or_nulls(part, ZONE_NAME, pa.string()), self.zone_name),
+            pc.and_(pc.greater_equal(times, self.since_ns), pc.less(times, self.until_ns)),
+        )
+        chosen = part.filter(pc.fill_null(mask, False))
+        if chosen.num_rows:
+            arrays = [_typed(chosen, field) for field in self.schema]
+            self.kept.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
 
 
 def _typed(batch: pa.RecordBatch, field: pa.Field) -> pa.Array:
