@@ -11,9 +11,11 @@ and ``attack_scores`` read from its ``Metadata`` (``waf_score``, ...: present wh
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -34,13 +36,13 @@ COLUMN_FILTERS: Final = {
 }
 FILTERS: Final = (*COLUMN_FILTERS, "ruleset_id", "method")
 _SCORES: Final = {"waf_score": "attack", "waf_score_sqli": "sqli", "waf_score_xss": "xss", "waf_score_rce": "rce"}
-_ALWAYS: Final = frozenset({"JSONRPCMethod", "attack_scores"})  # members an event has even when null
 # How far apart an event's time and its request's start may be when joining them by RayID.
 _JOIN_MARGIN_NS: Final = 60 * NS_PER_SECOND
 
 
 class SecurityEvents:
-    """The security events routes over the log partitions of ``data_dir``."""
+    """The security events routes over the log partitions of ``data_dir``. The filters and the ordering run on the
+    columns; only the events of the page asked for become Python objects."""
 
     def __init__(self, data_dir: Path | None) -> None:
         self.data_dir = data_dir
@@ -48,23 +50,39 @@ class SecurityEvents:
     def list_events(self, request: ApiRequest) -> ApiResult:
         """``GET /zones/{zone_id}/security/events``: the matching events, newest first, paginated (at most 100 a
         page), each with its ``JSONRPCMethod`` and ``attack_scores``."""
-        _window, events, retained_since = self._events(request)
-        events.sort(key=lambda event: (-event["Datetime"], event.get("MatchIndex", 0)))
-        page = paginate(events, request.query, default_per_page=25, max_per_page=100)
+        matched = self._matching(request)
+        ordered = matched.events.sort_by([("Datetime", "descending"), ("MatchIndex", "ascending")])
+        page = paginate(list(range(ordered.num_rows)), request.query, default_per_page=25, max_per_page=100)
         assert page.result_info is not None
-        page.result_info["retained_since"] = rfc3339_ns(retained_since) if retained_since is not None else None
-        for event in page.result:
-            event["Datetime"] = rfc3339_ns(event["Datetime"])
+        page.result_info["retained_since"] = _time_or_none(matched.retained_since)
+        chosen = ordered.take(pa.array(page.result, type=pa.int64())) if page.result else ordered.slice(0, 0)
+        events = rows_of(chosen.combine_chunks().to_batches()[0]) if chosen.num_rows else []
+        page.result = [_event_json(event, matched.methods) for event in events]
         return page
 
     def histogram(self, request: ApiRequest) -> ApiResult:
         """``GET /zones/{zone_id}/security/events/histogram``: the matching events per bucket of the range, by
         action."""
-        window, events, retained_since = self._events(request)
+        matched = self._matching(request)
+        window, events = matched.window, matched.events
+        grouped = (
+            pa.table(
+                {
+                    "action": pc.fill_null(events.column("Action"), "none"),
+                    "bucket": window.bucket_of(events.column("Datetime")),
+                }
+            )
+            .group_by(["action", "bucket"])
+            .aggregate([([], "count_all")])
+        )
         per_action: dict[str, list[int]] = {}
-        for event in events:
-            bucket = (event["Datetime"] - window.since_ns) // (window.bucket_seconds * NS_PER_SECOND)
-            per_action.setdefault(event.get("Action") or "none", [0] * window.count)[bucket] += 1
+        for action, bucket, tally in zip(
+            grouped.column("action").to_pylist(),
+            grouped.column("bucket").to_pylist(),
+            grouped.column("count_all").to_pylist(),
+            strict=True,
+        ):
+            per_action.setdefault(action, [0] * window.count)[bucket] += tally
         ranked = sorted(per_action.items(), key=lambda item: (-sum(item[1]), item[0]))
         return ApiResult(
             {
@@ -72,45 +90,38 @@ class SecurityEvents:
                 "until": rfc3339_ns(window.until_ns),
                 "bucket_seconds": window.bucket_seconds,
                 "buckets": window.bucket_starts(),
-                "retained_since": rfc3339_ns(retained_since) if retained_since is not None else None,
-                "total": len(events),
+                "retained_since": _time_or_none(matched.retained_since),
+                "total": events.num_rows,
                 "series": [{"key": key, "total": sum(counts), "counts": counts} for key, counts in ranked],
             }
         )
 
-    def _events(self, request: ApiRequest) -> tuple[TimeRange, list[dict[str, Any]], int | None]:
+    def _matching(self, request: ApiRequest) -> _Matched:
         zone = visible_zone(request, request.path_params["zone_id"])
         request.require(Target.zone(zone.account_id, zone.id))
         window = time_range(request.query)
         wanted = {name: request.query[name] for name in FILTERS if request.query.get(name)}
         fields = [field.name for field in load_dataset("firewall_events").fields]
         scanned = scan_zone(self.data_dir, "firewall_events", zone.name, window, time_field="Datetime", columns=fields)
-        table = scanned.table
+        events = scanned.table
         for name, field in COLUMN_FILTERS.items():
             if name in wanted:
-                column = table.column(field)
-                value = wanted[name]
+                column, value = events.column(field), wanted[name]
                 if name == "country":
                     column, value = pc.utf8_lower(column), value.lower()
-                table = table.filter(pc.fill_null(pc.equal(column, value), False))
-        events = rows_of(table.combine_chunks().to_batches()[0]) if table.num_rows else []
-        methods = self._methods_of(zone.name, window, events)
-        kept = []
-        for event in events:
-            metadata = event.get("Metadata") or {}
-            if "ruleset_id" in wanted and metadata.get("ruleset_id") != wanted["ruleset_id"]:
-                continue
-            event["JSONRPCMethod"] = methods.get(event.get("RayID") or "")
-            if "method" in wanted and event["JSONRPCMethod"] != wanted["method"]:
-                continue
-            event["attack_scores"] = _attack_scores(metadata)
-            event.pop("ZoneName", None)
-            kept.append({name: value for name, value in event.items() if value is not None or name in _ALWAYS})
-        return window, kept, scanned.retained_since
+                events = events.filter(pc.fill_null(pc.equal(column, value), False))
+        if "ruleset_id" in wanted:
+            rulesets = [_ruleset_of(text) for text in events.column("Metadata").to_pylist()]
+            events = events.filter(pa.array([ruleset == wanted["ruleset_id"] for ruleset in rulesets]))
+        methods = self._methods_of(zone.name, window, events.column("RayID"))
+        if "method" in wanted:
+            rays = events.column("RayID").to_pylist()
+            events = events.filter(pa.array([methods.get(ray or "") == wanted["method"] for ray in rays]))
+        return _Matched(window, events, methods, scanned.retained_since)
 
-    def _methods_of(self, zone_name: str, window: TimeRange, events: list[dict[str, Any]]) -> dict[str, str]:
+    def _methods_of(self, zone_name: str, window: TimeRange, rays: pa.ChunkedArray) -> dict[str, str]:
         """The JSON-RPC method of each event's request, by RayID (the requests of the range and a minute around)."""
-        if not events:
+        if not len(rays):
             return {}
         around = TimeRange(window.since_ns - _JOIN_MARGIN_NS, window.until_ns + _JOIN_MARGIN_NS, window.bucket_seconds)
         requests = scan_zone(
@@ -121,15 +132,45 @@ class SecurityEvents:
             time_field="EdgeStartTimestamp",
             columns=("RayID", "JSONRPCMethod"),
         ).table
-        rays = pa.array({event.get("RayID") for event in events} - {None}, type=pa.string())
-        requests = requests.filter(pc.fill_null(pc.is_in(requests.column("RayID"), value_set=rays), False))
-        return {
-            ray: method
-            for ray, method in zip(
-                requests.column("RayID").to_pylist(), requests.column("JSONRPCMethod").to_pylist(), strict=True
-            )
-            if method is not None
-        }
+        wanted = pc.unique(rays.combine_chunks())
+        requests = requests.filter(pc.fill_null(pc.is_in(requests.column("RayID"), value_set=wanted), False))
+        requests = requests.filter(pc.is_valid(requests.column("JSONRPCMethod")))
+        return dict(
+            zip(requests.column("RayID").to_pylist(), requests.column("JSONRPCMethod").to_pylist(), strict=True)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Matched:
+    """The events a request's range and filters select, in columns, and the JSON-RPC methods of their requests."""
+
+    window: TimeRange
+    events: pa.Table
+    methods: dict[str, str]
+    retained_since: int | None
+
+
+def _time_or_none(nanoseconds: int | None) -> str | None:
+    return rfc3339_ns(nanoseconds) if nanoseconds is not None else None
+
+
+def _ruleset_of(metadata: str | None) -> str | None:
+    """The ``ruleset_id`` of an event's ``Metadata`` (JSON text in the column)."""
+    if not metadata:
+        return None
+    parsed = orjson.loads(metadata)
+    return parsed.get("ruleset_id") if isinstance(parsed, dict) else None
+
+
+def _event_json(event: dict[str, Any], methods: Mapping[str, str]) -> dict[str, Any]:
+    """An event as the list answers it: its fields (nulls left out), its time as RFC 3339, its request's JSON-RPC
+    method and its attack scores."""
+    metadata = event.get("Metadata") or {}
+    answer = {name: value for name, value in event.items() if value is not None and name != "ZoneName"}
+    answer["Datetime"] = rfc3339_ns(event["Datetime"])
+    answer["JSONRPCMethod"] = methods.get(event.get("RayID") or "")
+    answer["attack_scores"] = _attack_scores(metadata)
+    return answer
 
 
 def _attack_scores(metadata: Mapping[str, Any]) -> dict[str, int] | None:
