@@ -262,3 +262,22 @@ def test_retention_is_reported_as_where_the_answer_starts(tmp_path: Path) -> Non
     )
     assert scanned.table.num_rows < 3
     assert scanned.retained_since == scanned.table.column("EdgeStartTimestamp")[0].as_py()
+
+
+def test_the_matches_of_one_request_list_the_terminating_one_first(world: tuple[Api, Path]) -> None:
+    api, data_dir = world
+    zone_id, zone = zone_of(api)
+    append(
+        data_dir,
+        "firewall_events",
+        [
+            firewall_event(zone, 5.0, "r9", Action="log", RuleID="logged", MatchIndex=1),
+            firewall_event(zone, 5.0, "r9", Action="block", RuleID="blocking", MatchIndex=0),
+            firewall_event(zone, 4.0, "r8", Action="log", RuleID="earlier", MatchIndex=0),
+        ],
+    )
+    listed = api.call("GET", f"/zones/{zone_id}/security/events?{RANGE}&per_page=2&page=1").json()
+    assert [event["RuleID"] for event in listed["result"]] == ["blocking", "logged"]
+    assert (listed["result_info"]["total_count"], listed["result_info"]["total_pages"]) == (3, 2)
+    second = api.call("GET", f"/zones/{zone_id}/security/events?{RANGE}&per_page=2&page=2").json()
+    assert [event["RuleID"] for event in second["result"]] == ["earlier"]
