@@ -191,6 +191,15 @@ def groups(*, scopes: set[str], access: str | None = None) -> list[PermissionGro
     ]
 
 
+def writing(*, scopes: set[str]) -> list[PermissionGroup]:
+    """The groups of ``scopes`` that write, and the read groups of the families no group writes (Analytics Read):
+    what a caller allowed to write everything there is given."""
+    written = {g.permission.family for g in groups(scopes=scopes, access=WRITE)}
+    return groups(scopes=scopes, access=WRITE) + [
+        g for g in groups(scopes=scopes, access=READ) if g.permission.family not in written
+    ]
+
+
 def by_id(chosen: list[PermissionGroup]) -> list[dict[str, str]]:
     return [{"id": g.id} for g in chosen]
 
@@ -255,21 +264,21 @@ def headers_for(caller: Caller, world: World) -> dict[str, str]:
         case "account read":
             return world.token([allow(account, by_id(groups(scopes=ACCOUNT_AND_ZONES, access=READ)))])
         case "account write":
-            return world.token([allow(account, by_name(groups(scopes=ACCOUNT_AND_ZONES, access=WRITE)))])
+            return world.token([allow(account, by_name(writing(scopes=ACCOUNT_AND_ZONES)))])
         case "zone A read":
             return world.token([allow(zone_a, by_id(groups(scopes=zone_groups, access=READ)))])
         case "zone A write":
-            return world.token([allow(zone_a, by_name(groups(scopes=zone_groups, access=WRITE)))])
+            return world.token([allow(zone_a, by_name(writing(scopes=zone_groups)))])
         case "all zones write":
-            return world.token([allow(zones_only, by_id(groups(scopes=zone_groups, access=WRITE)))])
+            return world.token([allow(zones_only, by_id(writing(scopes=zone_groups)))])
         case "account write, deny zone B":
             # The deny comes first and last: order does not matter.
             denied = deny(zone_b, by_id(groups(scopes=zone_groups, access=READ)))
-            return world.token([denied, allow(account, by_id(groups(scopes=ACCOUNT_AND_ZONES, access=WRITE))), denied])
+            return world.token([denied, allow(account, by_id(writing(scopes=ACCOUNT_AND_ZONES))), denied])
         case "account write, deny writing zone B":
             return world.token(
                 [
-                    allow(account, by_id(groups(scopes=ACCOUNT_AND_ZONES, access=WRITE))),
+                    allow(account, by_id(writing(scopes=ACCOUNT_AND_ZONES))),
                     deny(zone_b, by_id(groups(scopes=zone_groups, access=WRITE))),
                 ]
             )

@@ -30,6 +30,7 @@ from edgeplane.api import (
     zone_settings,
     zones,
 )
+from edgeplane.api.analytics import Analytics
 from edgeplane.api.endpoint import ApiRoute, ControlPlane, envelope_response
 from edgeplane.api.errors import not_found
 from edgeplane.api.filter_language import filter_language_routes
@@ -43,6 +44,7 @@ from edgeplane.api.permissions import (
     user_read,
     user_write,
 )
+from edgeplane.api.security_events import SecurityEvents
 from edgeplane.api.sign_in import GatewayEndpoints, SignIn
 from edgeplane.api.write_propagation import WritePropagation
 from edgeplane.dashboard import dashboard_assets
@@ -140,6 +142,13 @@ def v4_table(plane: ControlPlane) -> list[ApiRoute]:
             ApiRoute(base + "/validate/destination/exists", "POST", logpush.destination_exists, logs_write),
             ApiRoute(base + "/validate/origin", "POST", logpush.validate_origin, logs_read),
         ]
+    analytics, events = Analytics(plane.data_dir), SecurityEvents(plane.data_dir)
+    analytics_read = path_read("analytics")
+    table += [
+        ApiRoute("/zones/{zone_id}/analytics/requests", "GET", analytics.requests, analytics_read),
+        ApiRoute("/zones/{zone_id}/security/events", "GET", events.list_events, analytics_read),
+        ApiRoute("/zones/{zone_id}/security/events/histogram", "GET", events.histogram, analytics_read),
+    ]
     # The waf setting's own routes (previous_waf) come before the other zone settings' {setting_id} routes.
     table += [
         ApiRoute("/zones/{zone_id}/logpush/edge/jobs", "GET", logpush.list_edge_jobs, logs_read),

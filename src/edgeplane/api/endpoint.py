@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
@@ -94,8 +95,11 @@ class ControlPlane:
         on_job_created: Callable[[str, int], None] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         destinations: DestinationPolicy | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         self.database = database
+        # Where the edge workers' log partitions are, read by the analytics and security events routes; None: none.
+        self.data_dir = data_dir
         self.max_body_bytes = max_body_bytes
         self.secret = secret  # keys what the API derives rather than stores (ownership challenges)
         # Where Logpush destinations may lead; by default no private address and no file:// destination.

@@ -42,6 +42,7 @@ def build_control_plane(settings: Settings, database: Database) -> ControlPlane:
         on_job_created=place_cursors if settings.logs.enabled else None,
         max_body_bytes=settings.api.max_body_bytes,
         destinations=DestinationPolicy.from_settings(settings),
+        data_dir=settings.data_dir,
     )
 
 

@@ -3,20 +3,16 @@
 import { v4All } from "./api.js";
 import { h, errorBox } from "./dom.js";
 import { currentSession, signOut } from "./session.js";
+import { analyticsPage } from "./pages/analytics.js";
+import { eventsPage } from "./pages/events.js";
 import { logpushPage } from "./pages/logpush.js";
-import { notYetPage } from "./pages/not_yet.js";
 import { signInPage } from "./pages/sign_in.js";
 import { wafPage } from "./pages/waf.js";
 import { web3Page } from "./pages/web3.js";
 
 const PAGES = [
   { route: "/web3", section: null, title: "Web3 gateways", render: web3Page },
-  {
-    route: "/analytics",
-    section: null,
-    title: "Analytics",
-    render: notYetPage("Analytics", "GET /zones/{zone_id}/logpush/datasets/{dataset}/fields"),
-  },
+  { route: "/analytics", section: null, title: "Analytics", render: analyticsPage },
   { route: "/logs/logpush", section: "Logs", title: "Logpush", render: logpushPage },
   {
     route: "/security/waf",
@@ -24,12 +20,7 @@ const PAGES = [
     title: "WAF",
     render: wafPage,
   },
-  {
-    route: "/security/events",
-    section: "Security",
-    title: "Events",
-    render: notYetPage("Security events", "the firewall_events dataset (Logpush)"),
-  },
+  { route: "/security/events", section: "Security", title: "Events", render: eventsPage },
 ];
 const DEFAULT_ROUTE = "/web3";
 const app = document.getElementById("app");
