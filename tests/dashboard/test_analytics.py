@@ -125,7 +125,8 @@ def test_requests_through_the_edge_appear_in_analytics(
     assert "eth_chainId" in label
     assert "eth_blockNumber 2 requests" in label
     errors = main.get_by_role("figure", name="Errors by code")
-    assert "HTTP 403" in (errors.get_by_role("img").get_attribute("aria-label") or "")
+    # The blocked request's answer is the firewall's JSON-RPC error, and its record says so.
+    assert "JSON-RPC -32003" in (errors.get_by_role("img").get_attribute("aria-label") or "")
     assert main.get_by_role("figure", name="Upstream time").get_by_role("img").is_visible()
     assert main.locator(".totals .total").filter(has_text="Requests").locator("dd").inner_text() == "7"
 
@@ -166,8 +167,7 @@ def test_the_blocked_request_appears_in_security_events(
     filters.get_by_role("button", name="Apply filters").click()
     main.get_by_role("status").filter(has_text="1 event").wait_for()
     row.wait_for()
-    # The JSON-RPC method is the event's request's (a request the firewall blocked never reached the gateway, so
-    # only the logged one has a method).
+    # The JSON-RPC method is the event's request's: the blocked one asked eth_chainId, the logged one eth_blockNumber.
     filters.get_by_label("JSON-RPC method", exact=True).fill("eth_blockNumber")
     filters.get_by_role("button", name="Apply filters").click()
     main.get_by_text("No events match in this range.").wait_for()

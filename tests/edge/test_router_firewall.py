@@ -118,6 +118,30 @@ async def test_a_block_is_recorded_in_both_datasets() -> None:
         assert event["Kind"] == "firewall"
         assert event["EdgeResponseStatus"] == 403
     assert response.status == 403
+    # The gateway never read the body: the record says what it asked all the same.
+    assert (record["JSONRPCMethod"], record["JSONRPCRequests"], record["JSONRPCErrorCode"]) == ("eth_call", 1, -32003)
+
+
+@pytest.mark.parametrize(
+    ("body", "asked"),
+    [
+        (
+            b'[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":["<script>"]},{"method":"eth_chainId"}]',
+            ("eth_call", 2),
+        ),
+        (b'[5, {"method":"eth_call","params":["<script>alert(1)</script>"]}]', ("", 2)),
+        (b'{"jsonrpc":"2.0","id":5,"method":7,"params":["<script>"]}', ("", 1)),
+        (b"<script>alert(1)</script>", ("", 0)),
+        (b'"<script>"', ("", 0)),
+    ],
+)
+async def test_a_blocked_request_records_what_it_asked(body: bytes, asked: tuple[str, int]) -> None:
+    edge, _, store = router(deploy_managed_rulesets())
+    response = await answer_through(edge, edge_request(body))
+    assert response.status == 403
+    edge.request_log.flush()  # type: ignore[union-attr]
+    (record,) = store.records["http_requests"]
+    assert (record.get("JSONRPCMethod", ""), record.get("JSONRPCRequests", 0)) == asked  # empty fields are left out
 
 
 async def test_a_logged_match_lets_the_request_through() -> None:

@@ -159,6 +159,9 @@ class EdgeRouter:
         if firewall is not None:
             verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange, body), score=scored)
             if verdict.blocked:
+                exchange.rpc_method, exchange.rpc_requests = _asked(body)
+                if verdict.response is None:
+                    exchange.rpc_error_code = FIREWALL_BLOCKED
                 return _refusal(verdict, exchange.ray_id, body)
         elif scored:
             exchange.verdict = scored_verdict(self._fields(request, exchange, body))
@@ -220,6 +223,24 @@ def _refusal(verdict: Verdict, ray_id: str, body: BodyDocument) -> EdgeResponse:
     error = {"code": FIREWALL_BLOCKED, "message": "request blocked by the firewall", "data": {"ray_id": ray_id}}
     answer = encode({"jsonrpc": "2.0", "id": _request_id(body), "error": error})
     return EdgeResponse(verdict.status, answer, headers=(ray_header,))
+
+
+def _asked(body: BodyDocument) -> tuple[str, int]:
+    """What a request the gateway never read asked, for its record, as the gateway would log it: the JSON-RPC
+    method (a batch's first request's; "" without one) and the number of requests (a batch's length, 0 for a body
+    that is not a JSON-RPC object or batch)."""
+    try:
+        document = body.document()
+    except NotJson:
+        return "", 0
+    if isinstance(document, dict):
+        first, requests = document, 1
+    elif isinstance(document, list) and document:
+        first, requests = document[0], len(document)
+    else:
+        return "", 0
+    method = first.get("method") if isinstance(first, dict) else None
+    return (method if isinstance(method, str) else ""), requests
 
 
 def _request_id(body: BodyDocument) -> str | int | None:
