@@ -4,6 +4,7 @@ same (every match with its message, log data and matched value, the interruption
 
 from __future__ import annotations
 
+import ast
 import importlib
 import os
 import subprocess
@@ -19,18 +20,22 @@ from tests.seclang.test_crs_regression import CRS_RULES
 from tests.support import crs_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-COMPILED_MODULES = (
-    "edgeplane.bounded_memo",
-    "edgeplane.seclang.actions",
-    "edgeplane.seclang.engine",
-    "edgeplane.seclang.operators",
-    "edgeplane.seclang.pipeline",
-    "edgeplane.seclang.prefilter",
-    "edgeplane.seclang.request",
-    "edgeplane.seclang.request_body",
-    "edgeplane.seclang.transformations",
-    "edgeplane.seclang.variables",
-)
+
+
+def _compiled_modules() -> tuple[str, ...]:
+    """The module names of ``setup.py``'s ``COMPILED_MODULES`` (read from its text: importing it would run the
+    build), so that the list lives in one place."""
+    tree = ast.parse((REPO_ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "COMPILED_MODULES" for target in node.targets
+        ):
+            paths: list[str] = ast.literal_eval(node.value)
+            return tuple(".".join(Path(path).relative_to("src").with_suffix("").parts) for path in paths)
+    raise AssertionError("setup.py has no COMPILED_MODULES")
+
+
+COMPILED_MODULES = _compiled_modules()
 COMPILED_GROUP = "edgeplane_seclang__mypyc"  # setup.py: the shared library of the compiled modules
 compiled_build = pytest.mark.skipif(
     os.environ.get("EDGEPLANE_NO_MYPYC") == "1", reason="built without mypyc (EDGEPLANE_NO_MYPYC=1)"
