@@ -7,8 +7,10 @@ process keeps open."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -24,8 +26,10 @@ from edgeplane.chain.process import ChainProcess
 from edgeplane.child_process import ChildProcess, begin_shutdown
 from edgeplane.config import NetworkSettings, Settings, UpstreamSettings
 from edgeplane.edge.runtime import open_client_locator
-from edgeplane.listeners import bind_listener, join_listener
+from edgeplane.listeners import asgi_server, bind_listener, join_listener
+from edgeplane.node_checks import NodeChecks, bus_check, children_check, database_check, node_checks_app
 from edgeplane.propagation.channel import bind_channel, channel_path
+from edgeplane.store.cluster_nodes import NodeDescription, forget_node, record_heartbeat
 from edgeplane.store.database import Database, default_database_url
 from edgeplane.waf.catalogue import use_crs_rules_dir
 from edgeplane.waf.core_ruleset import crs_installed
@@ -70,10 +74,20 @@ def _child_environment(database_url: str) -> dict[str, str]:
     return {**os.environ, "EDGEPLANE_DATABASE_URL": database_url}
 
 
-def _delivery(settings: Settings, settings_file: Path, database_url: str) -> ChildProcess:
-    """The Logpush delivery process."""
-    command = _child_command("delivery", settings_file, "--workers", str(settings.edge_worker_count))
-    return ChildProcess("delivery", lambda _first: command, env=_child_environment(database_url))
+def _log_child(settings: Settings, settings_file: Path, database_url: str) -> ChildProcess | None:
+    """The process of this node's request logs: with the role ``all``, the Logpush delivery process, which also takes
+    the edge workers' journals (into the log store, or to the bus when there is one); ``edge``: the intake alone,
+    publishing the journals to the bus; ``delivery``: Logpush delivery alone, from the bus; ``api``: none."""
+    intake = settings.role in ("all", "edge")
+    deliver = settings.role in ("all", "delivery")
+    if not (intake or deliver):
+        return None
+    arguments = ["--workers", str(settings.edge_worker_count)]
+    arguments += ["--intake" if intake else "--no-intake", "--deliver" if deliver else "--no-deliver"]
+    command = _child_command("delivery", settings_file, *arguments)
+    return ChildProcess(
+        "delivery" if deliver else "log-intake", lambda _first: command, env=_child_environment(database_url)
+    )
 
 
 def _listening_child(
@@ -134,42 +148,74 @@ def browsable_url(host: str, port: int) -> str:
     return f"http://[{address}]:{port}/" if address.version == 6 else f"http://{address}:{port}/"
 
 
-async def serve(settings: Settings) -> None:
-    """Supervises the edge workers, the API and the Logpush delivery until SIGINT or SIGTERM. Raises, before starting
-    any child, ``ListenError`` when a port is taken, ``DatabaseUnavailable`` when the configuration database cannot be
-    used and ``ClientDatabaseError`` when a client location database cannot be opened."""
-    workers = settings.edge_worker_count
-    edge_socket = bind_listener(settings.edge_host, settings.edge_port, share_port=workers > 1)
-    api_socket = bind_listener(settings.api_host, settings.api_port)
+# How often a node of a cluster records in the database that it is alive (``edgeplane status``).
+HEARTBEAT_SECONDS = 5.0
+
+
+def node_name(settings: Settings) -> str:
+    """This node's name in the cluster: the configured one, else the host's name and the data directory's id (made
+    at its first use, so that two nodes on one host differ and a node keeps its name across restarts)."""
+    if settings.node_name:
+        return settings.node_name
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    path = settings.data_dir / "node-id"
+    try:
+        node_id = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        node_id = ""
+    if not node_id:
+        node_id = secrets.token_hex(4)
+        path.write_text(node_id + "\n", encoding="ascii")
+    return f"{socket.gethostname()}-{node_id}"[:100]
+
+
+async def serve(settings: Settings) -> None:
+    """Supervises the parts of this node's role until SIGINT or SIGTERM: with the role ``all`` (the default), the edge
+    workers, the API and the Logpush delivery; ``edge``: the edge workers and the intake that publishes their records
+    to the log bus; ``api``: the API; ``delivery``: Logpush delivery from the log bus. Raises, before starting any
+    child, ``ListenError`` when a port is taken, ``DatabaseUnavailable`` when the configuration database cannot be
+    used and ``ClientDatabaseError`` when a client location database cannot be opened."""
+    role = settings.role
+    serves_edge = role in ("all", "edge")
+    serves_api = role in ("all", "api")
+    workers = settings.edge_worker_count
+    edge_socket = bind_listener(settings.edge_host, settings.edge_port, share_port=workers > 1) if serves_edge else None
+    api_socket = bind_listener(settings.api_host, settings.api_port) if serves_api else None
+    ops_socket = bind_listener(settings.ops_host, settings.ops_port) if settings.ops_port is not None else None
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    name = node_name(settings)
     # The configuration channel (``edgeplane.propagation``): the API accepts on it, the edge workers and delivery
-    # connect to it; held here, so that followers that connect while the API restarts wait for it.
+    # of this machine connect to it; held here, so that followers that connect while the API restarts wait for it.
+    # A node without the API follows the configuration through the database alone.
     channel = channel_path(settings.data_dir)
-    channel_socket = bind_channel(channel)
+    channel_socket = bind_channel(channel) if serves_api else None
     database = Database(settings.database_url or default_database_url(settings.data_dir))
     try:
-        database.migrate()
+        await asyncio.to_thread(database.migrate)
     except SQLAlchemyError as exc:
         raise DatabaseUnavailable(
             f"cannot open the configuration database: {exc.__class__.__name__}: {exc.args[0]}"
         ) from None
     use_crs_rules_dir(settings.waf.crs_rules_dir)
-    if not crs_installed():
+    if role != "delivery" and not crs_installed():
         log.warning(
             "the OWASP Core Rule Set is not installed: the OWASP Core Ruleset cannot be deployed (install the "
             "modsecurity-crs package, or set waf.crs_rules_dir)",
             crs_rules_dir=str(settings.waf.crs_rules_dir),
         )
-    if ensure_bootstrap(settings.data_dir, database):
-        log.info(
-            "created the bootstrap account, user, API token and zone",
-            credentials_file=str(settings.data_dir / "credentials.json"),
-        )
-    ensure_install_secret(settings.data_dir)  # here, so that no two children race to create it
-    # What would make every edge worker exit at start is refused here, once, rather than restarted forever.
-    open_client_locator(settings, describe=True).close()
-    chain_networks = [name for name, network in settings.networks.items() if not network.upstreams]
+    if serves_api:
+        if ensure_bootstrap(settings.data_dir, database):
+            log.info(
+                "created the bootstrap account, user, API token and zone",
+                credentials_file=str(settings.data_dir / "credentials.json"),
+            )
+        ensure_install_secret(settings.data_dir)  # here, so that no two children race to create it
     chain: ChainProcess | None = None
+    chain_networks: list[str] = []
+    if serves_edge:
+        # What would make every edge worker exit at start is refused here, once, rather than restarted forever.
+        open_client_locator(settings, describe=True).close()
+        chain_networks = [name for name, network in settings.networks.items() if not network.upstreams]
     if chain_networks:
         dev_chain = settings.dev_chain
         chain = ChainProcess(
@@ -188,15 +234,24 @@ async def serve(settings: Settings) -> None:
             networks=chain_networks,
             chain_id=dev_chain.chain_id,
         )
-    edge_settings = _with_dev_chain(settings, chain)
-    for name, network in edge_settings.networks.items():
-        if name not in chain_networks:
-            log.info("network ready", network=name, upstreams=[node.label for node in network.upstreams])
+    # The children's settings: the development chain as the upstream it serves, and this node's name resolved.
+    edge_settings = _with_dev_chain(settings, chain).model_copy(update={"node_name": name})
+    if serves_edge:
+        for network_name, network in edge_settings.networks.items():
+            if network_name not in chain_networks:
+                log.info("network ready", network=network_name, upstreams=[node.label for node in network.upstreams])
     settings_file = _settings_file(settings, edge_settings)
-    worker_sockets = [edge_socket, *(join_listener(edge_socket) for _ in range(workers - 1))]
+    worker_sockets = (
+        [edge_socket, *(join_listener(edge_socket) for _ in range(workers - 1))] if edge_socket is not None else []
+    )
     edge_workers = _edge_workers(settings_file, worker_sockets, database.url)
-    api = _api(settings_file, api_socket, channel_socket, database.url)
-    delivery = _delivery(settings, settings_file, database.url) if settings.logs.enabled else None
+    api = (
+        _api(settings_file, api_socket, channel_socket, database.url)
+        if api_socket is not None and channel_socket is not None
+        else None
+    )
+    logs = _log_child(settings, settings_file, database.url) if settings.logs.enabled else None
+    children = [*edge_workers, *([api] if api is not None else []), *([logs] if logs is not None else [])]
     stopping = asyncio.Event()
 
     def stop() -> None:
@@ -206,51 +261,115 @@ async def serve(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop)
+    addresses = {
+        "edge": f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}" if edge_socket is not None else None,
+        "api": f"http://{settings.api_host}:{api_socket.getsockname()[1]}" if api_socket is not None else None,
+        "ops": f"http://{settings.ops_host}:{ops_socket.getsockname()[1]}" if ops_socket is not None else None,
+    }
+    description = NodeDescription(
+        name=name,
+        role=role,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        version=__version__,
+        addresses=", ".join(f"{part}={url}" for part, url in addresses.items() if url is not None),
+    )
+    in_cluster = database.engine.dialect.name == "postgresql"
+    background: list[asyncio.Task[None]] = []
+    ops_server = None
     started: list[ChildProcess] = []
     try:
-        for child in [*edge_workers, api, *([delivery] if delivery is not None else [])]:
+        for child in children:
             await child.start()
             started.append(child)
+        if in_cluster:
+            background.append(asyncio.create_task(_beat(database, description), name="heartbeat"))
+        if ops_socket is not None:
+            ops_server = asgi_server(node_checks_app(_node_checks(settings, name, children, database)))
+            background.append(asyncio.create_task(ops_server.serve([ops_socket]), name="ops-listener"))
         log.info(
             "edgeplane started",
             version=__version__,
-            edge=f"http://{settings.edge_host}:{edge_socket.getsockname()[1]}",
-            edge_workers=workers,
-            api=f"http://{settings.api_host}:{api_socket.getsockname()[1]}",
+            role=role,
+            node=name,
+            edge_workers=workers if serves_edge else 0,
             data_dir=str(settings.data_dir),
+            **{part: url for part, url in addresses.items() if url is not None},
         )
-        log.info(
-            "dashboard: sign in as the admin user with the password in the credentials file, or with an API token",
-            url=browsable_url(settings.api_host, api_socket.getsockname()[1]),
-            email=BOOTSTRAP_EMAIL,
-            credentials_file=str(settings.data_dir / "credentials.json"),
-        )
+        if api_socket is not None:
+            log.info(
+                "dashboard: sign in as the admin user with the password in the credentials file, or with an API token",
+                url=browsable_url(settings.api_host, api_socket.getsockname()[1]),
+                email=BOOTSTRAP_EMAIL,
+                credentials_file=str(settings.data_dir / "credentials.json"),
+            )
         await stopping.wait()
     finally:
+        if ops_server is not None:
+            ops_server.should_exit = True
         # The edge first, and the API with it (neither waits for the other): the edge workers journal the requests
-        # they answered, which delivery takes last.
-        await _stop_all([child for child in [*edge_workers, api] if child in started])
+        # they answered, which the intake takes last.
+        await _stop_all([child for child in [*edge_workers, *([api] if api else [])] if child in started])
         for sock in worker_sockets:
             sock.close()
-        api_socket.close()
-        channel_socket.close()
-        channel.unlink(missing_ok=True)
+        if api_socket is not None:
+            api_socket.close()
+        if channel_socket is not None:
+            channel_socket.close()
+            channel.unlink(missing_ok=True)
         # The development chain served the edge workers only: it stops while delivery finishes.
         chain_stopped = asyncio.create_task(chain.stop()) if chain is not None else None
-        if delivery is not None:
-            if delivery in started:
-                await delivery.stop()  # last: it takes what the edge workers journalled until they stopped
-            # What it did not take (stopped before it was ready to): no other writer is left. Imported here: the
-            # supervisor never needs the log store otherwise, and its start is shorter without it.
-            from edgeplane.logs.delivery_process import ingest_journals
-
-            try:
-                taken = await asyncio.to_thread(ingest_journals, settings, workers)
-            except Exception:  # the journals stay for the next start
-                log.exception("request journals not taken into the log store at shutdown")
-            else:
-                if taken:
-                    log.info("request journals taken into the log store at shutdown", records=taken)
+        if logs is not None:
+            if logs in started:
+                await logs.stop()  # last: it takes what the edge workers journalled until they stopped
+            if serves_edge and settings.bus.url is None:
+                await _ingest_left_journals(settings, workers)
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if ops_socket is not None:
+            ops_socket.close()
+        if in_cluster:
+            with contextlib.suppress(SQLAlchemyError):
+                await asyncio.to_thread(forget_node, database, name)
         if chain_stopped is not None:
             await chain_stopped
         database.close()
+
+
+async def _ingest_left_journals(settings: Settings, workers: int) -> None:
+    """Takes into the log store what the delivery process did not take (stopped before it was ready to): no other
+    writer is left. Imported here: the supervisor never needs the log store otherwise, and its start is shorter
+    without it."""
+    from edgeplane.logs.delivery_process import ingest_journals
+
+    try:
+        taken = await asyncio.to_thread(ingest_journals, settings, workers)
+    except Exception:  # the journals stay for the next start
+        log.exception("request journals not taken into the log store at shutdown")
+    else:
+        if taken:
+            log.info("request journals taken into the log store at shutdown", records=taken)
+
+
+async def _beat(database: Database, node: NodeDescription) -> None:
+    """Records this node in the cluster's register, then beats every ``HEARTBEAT_SECONDS``; a database that does not
+    answer is tried again at the next beat."""
+    starting = True
+    while True:
+        try:
+            await asyncio.to_thread(record_heartbeat, database, node, starting=starting)
+            starting = False
+        except SQLAlchemyError as error:
+            log.warning("cannot record this node's heartbeat", error=str(error.args[0] if error.args else error))
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+
+
+def _node_checks(settings: Settings, name: str, children: list[ChildProcess], database: Database) -> NodeChecks:
+    """The readiness checks of this node's role."""
+    checks = {"children": children_check(children), "database": database_check(database)}
+    if settings.bus.url is not None and settings.role != "api":
+        checks["bus"] = bus_check(settings.bus.servers)
+    return NodeChecks(role=settings.role, node_name=name, checks=checks)

@@ -50,6 +50,11 @@ class ChildProcess:
         """The running child's process id."""
         return self._process.pid if self._process is not None else None
 
+    @property
+    def running(self) -> bool:
+        """Whether the child is running now (not between a death and its restart)."""
+        return self._process is not None and self._process.returncode is None
+
     async def start(self) -> None:
         """Starts the child and its supervision."""
         await self._spawn(first=True)

@@ -71,6 +71,30 @@ def serve(
     fresh_chain: Annotated[
         bool, typer.Option("--fresh-chain", help="Discard the stored development chain and start a new one.")
     ] = False,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            "--role",
+            help="all (default: everything on this machine), edge, api or delivery (one part of a cluster; "
+            "docs/scale.md).",
+        ),
+    ] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            help="The configuration database (a cluster's PostgreSQL: postgresql://...); default: SQLite in the "
+            "data directory.",
+        ),
+    ] = None,
+    bus: Annotated[
+        str | None,
+        typer.Option("--bus", help="nats://HOST:PORT[,...] of the JetStream log bus between edge and delivery nodes."),
+    ] = None,
+    ops_port: Annotated[
+        int | None,
+        typer.Option("--ops-port", help="Port of the health, readiness and metrics listener of this node."),
+    ] = None,
 ) -> None:
     """Run the edge and API listeners (with embedded defaults when nothing is configured): edge worker, API and
     Logpush delivery processes, supervised by this one."""
@@ -88,6 +112,10 @@ def serve(
         "api_port": api_port,
         "log_level": log_level,
         "log_format": log_format,
+        "role": role,
+        "database_url": database_url,
+        "ops_port": ops_port,
+        "bus": {"url": bus} if bus is not None else None,
     }
     try:
         settings = load_settings(config_file=config, overrides=overrides, upstreams=upstream)
@@ -193,6 +221,13 @@ def delivery(
         str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help=_DATABASE_URL_HELP)
     ],
     workers: Annotated[int, typer.Option("--workers", help="How many edge workers write log partitions.")],
+    intake: Annotated[
+        bool,
+        typer.Option(
+            "--intake/--no-intake", help="Take this machine's request journals (into the log store or to the bus)."
+        ),
+    ] = True,
+    deliver: Annotated[bool, typer.Option("--deliver/--no-deliver", help="Run the Logpush jobs.")] = True,
 ) -> None:
     """The Logpush delivery process, started by `edgeplane serve` (not for direct use)."""
     settings = _child_settings(settings_file)
@@ -201,7 +236,7 @@ def delivery(
     from edgeplane.logs.delivery_process import run_delivery
 
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run_delivery(settings, database_url, workers=workers))
+        uvloop.run(run_delivery(settings, database_url, workers=workers, intake=intake, deliver=deliver))
 
 
 logs_app = typer.Typer(help="The request logs the edge records (the datasets Logpush jobs push).")

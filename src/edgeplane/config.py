@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -288,6 +288,56 @@ class WafSettings(BaseModel):
     )
 
 
+Role = Literal["all", "edge", "api", "delivery"]
+
+
+class BusSettings(BaseModel):
+    """The log bus between edge nodes and delivery nodes when edgeplane runs on many machines (NATS JetStream):
+    unset, the edge's records go to the log store in the data directory, as on one machine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = Field(
+        default=None,
+        description="nats://HOST:PORT of the JetStream servers, comma-separated (any of them; the client finds the "
+        "rest)",
+    )
+    stream_replicas: int = Field(default=3, ge=1, le=5, description="copies of each dataset's stream in the cluster")
+    retention_seconds: float = Field(default=7 * 24 * 3600, gt=0, description="how long a stream keeps records")
+    retention_bytes: int = Field(default=10 << 30, ge=1 << 20, description="the most a dataset's stream keeps")
+    duplicate_window_seconds: float = Field(
+        default=600.0,
+        ge=1,
+        le=24 * 3600,
+        description="how long the streams remember a publication's key: an edge node that republishes a period "
+        "within it (after a crash) adds no duplicate",
+    )
+
+    lease_seconds: float = Field(
+        default=10.0,
+        ge=1,
+        le=600,
+        description="how long a delivery node holds a Logpush job without renewing its lease: after a delivery node "
+        "dies, its jobs wait at most this long for another node to take them over",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _nats_urls(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        for part in url.split(","):
+            split = urlsplit(part.strip())
+            if split.scheme not in ("nats", "tls") or not split.hostname:
+                raise ValueError(f"not a nats://HOST:PORT URL: {part.strip()!r}")
+        return url
+
+    @property
+    def servers(self) -> list[str]:
+        """The servers' URLs, one by one."""
+        return [part.strip() for part in (self.url or "").split(",") if part.strip()]
+
+
 def _default_networks() -> dict[str, NetworkSettings]:
     return {name: NetworkSettings() for name in ("mainnet", "sepolia", "holesky")}
 
@@ -298,6 +348,18 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EDGEPLANE_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
     data_dir: Path = Field(default_factory=default_data_dir)
+    role: Role = Field(
+        default="all",
+        description="what this machine runs: all (one machine: edge, API and delivery), edge (edge workers, "
+        "publishing their records to the bus), api (the control plane) or delivery (Logpush, from the bus)",
+    )
+    node_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="this node's name in the cluster (edgeplane status, log publications); unset: the host's name "
+        "and the data directory's id",
+    )
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL of the configuration database; unset: SQLite in the data dir"
     )
@@ -306,6 +368,14 @@ class Settings(BaseSettings):
     edge_workers: int = Field(default=0, ge=0, le=64, description="edge worker processes; 0: one per core")
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8788, ge=0, le=65535)
+    ops_host: str = "127.0.0.1"
+    ops_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="port of the supervisor's health, readiness and metrics listener (/healthz, /readyz, /metrics); "
+        "unset: none (the API port serves them where the API runs)",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
     networks: dict[str, NetworkSettings] = Field(default_factory=_default_networks)
@@ -315,6 +385,17 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     edge: EdgeSettings = Field(default_factory=EdgeSettings)
     waf: WafSettings = Field(default_factory=WafSettings)
+    bus: BusSettings = Field(default_factory=BusSettings)
+
+    @model_validator(mode="after")
+    def _role_needs(self) -> Settings:
+        # A node of a cluster shares its configuration and its records with the others: neither can be a file of
+        # its own data directory.
+        if self.role != "all" and self.database_url is None:
+            raise ValueError(f"--role {self.role} needs --database-url (the cluster's PostgreSQL)")
+        if self.role in ("edge", "delivery") and self.bus.url is None:
+            raise ValueError(f"--role {self.role} needs --bus nats://HOST:PORT (the cluster's log bus)")
+        return self
 
     @property
     def edge_worker_count(self) -> int:

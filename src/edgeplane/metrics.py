@@ -4,7 +4,31 @@ prometheus_client's multiprocess directory (``PROMETHEUS_MULTIPROC_DIR``), and `
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+# The media type of ``exposition()``.
+EXPOSITION_TYPE = CONTENT_TYPE_LATEST
+
+
+def exposition() -> bytes:
+    """Every metric in the Prometheus text format: of every process of ``edgeplane serve`` (added up from the shared
+    multiprocess directory), or of this process alone when there is none."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+    return generate_latest()
+
 
 GATEWAY_REQUESTS = Counter(
     "edgeplane_gateway_requests_total",

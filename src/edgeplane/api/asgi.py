@@ -8,10 +8,8 @@ does for a path it cannot route; a path a resource serves, with a method it does
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -48,6 +46,7 @@ from edgeplane.api.security_events import SecurityEvents
 from edgeplane.api.sign_in import GatewayEndpoints, SignIn
 from edgeplane.api.write_propagation import WritePropagation
 from edgeplane.dashboard import dashboard_assets
+from edgeplane.metrics import EXPOSITION_TYPE, exposition
 from edgeplane.propagation.hub import PropagationHub
 
 V4 = "/client/v4"
@@ -59,13 +58,9 @@ async def healthz(request: Request) -> Response:
 
 
 async def prometheus_metrics(request: Request) -> Response:
-    """All metrics in the Prometheus text format: of every edge worker process (shared through the
-    multiprocess directory under ``edgeplane serve``; this process's own otherwise)."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    """All metrics in the Prometheus text format: of every process (shared through the multiprocess directory under
+    ``edgeplane serve``; this process's own otherwise)."""
+    return Response(exposition(), media_type=EXPOSITION_TYPE)
 
 
 async def unrouted(request: Request) -> Response:

@@ -27,7 +27,7 @@ from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.logs.attack_score_jobs import logs_attack_scores
 from edgeplane.logs.partitions import journal_directory
 from edgeplane.logs.request_journal import RequestJournal
-from edgeplane.propagation.channel import channel_path
+from edgeplane.propagation.channel import followed_channel
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
 
@@ -142,7 +142,7 @@ async def run_edge_worker(settings: Settings, listener: socket.socket, database_
         read=read_worker_snapshot,
         role="edge",
         worker=worker,
-        channel=channel_path(settings.data_dir),
+        channel=followed_channel(settings.data_dir, settings.role),
     )
     follower = asyncio.create_task(following.run())
     log.info("edge worker serving", worker=worker, edge=f"http://{settings.edge_host}:{listener.getsockname()[1]}")

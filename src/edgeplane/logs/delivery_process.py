@@ -22,7 +22,7 @@ from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
 from edgeplane.logs.request_journal import seal_leftovers
 from edgeplane.logs.seal_watch import SealWatch
-from edgeplane.propagation.channel import channel_path
+from edgeplane.propagation.channel import followed_channel
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.store.database import Database
 from edgeplane.store.job_status import DatabaseJobStatus
@@ -78,12 +78,51 @@ def ingest_journals(settings: Settings, workers: int) -> int:
             store.close()
 
 
-async def run_delivery(settings: Settings, database_url: str, *, workers: int) -> None:
-    """Delivers until SIGINT or SIGTERM."""
+async def run_delivery(
+    settings: Settings, database_url: str, *, workers: int, intake: bool = True, deliver: bool = True
+) -> None:
+    """Takes the journals of this machine's edge workers (``intake``) and runs the Logpush jobs (``deliver``) until
+    SIGINT or SIGTERM."""
     # Arrow's kernels run on the calling thread either way; its thread pools would only compete with the edge workers.
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     database = Database(database_url)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    arrivals = Arrivals()  # rung by the intake: idle jobs wait for it rather than look at the stores
+    stores = await asyncio.to_thread(open_partition_stores, settings, workers) if intake else {}
+    ingesting: asyncio.Task[None] | None = None
+    watch: SealWatch | None = None
+    if intake:
+        journals = journal_intake(settings, stores)
+        watch = SealWatch.open(journals.stores)
+        ingesting = asyncio.create_task(_ingest_journals(journals, stopping, watch, arrivals))
+    try:
+        if deliver:
+            await _deliver(settings, database, stores, arrivals, stopping)
+        else:
+            await stopping.wait()
+    finally:
+        stopping.set()
+        if ingesting is not None:
+            await ingesting  # ends with a last ingest: the edge workers have stopped and sealed their journals
+        if watch is not None:
+            watch.close()
+        for store in stores.values():
+            await asyncio.to_thread(store.close)
+        database.close()
+
+
+async def _deliver(
+    settings: Settings,
+    database: Database,
+    stores: dict[int, SegmentedLogStore],
+    arrivals: Arrivals,
+    stopping: asyncio.Event,
+) -> None:
+    """Runs every enabled Logpush job over the partitions' stores, following the configuration, until ``stopping``."""
     # The delivery process's view: the jobs and zones, and no firewall compiled (delivery evaluates none).
     snapshots = SnapshotHolder(await asyncio.to_thread(read_delivery_snapshot, database))
     configuration_changed = asyncio.Event()
@@ -92,12 +131,10 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
         snapshots,
         read=read_delivery_snapshot,
         role="delivery",
-        channel=channel_path(settings.data_dir),
+        channel=followed_channel(settings.data_dir, settings.role),
         on_change=configuration_changed.set,
     )
     follower = asyncio.create_task(following.run())
-    stores = await asyncio.to_thread(open_partition_stores, settings, workers)
-    intake = journal_intake(settings, stores)
     # Read-only views for the jobs, with the writer's retention bounds: a job's retention watch estimates by them.
     partitions = [
         SegmentedLogStore(
@@ -108,7 +145,6 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
         )
         for worker in stores
     ]
-    arrivals = Arrivals()  # rung by the intake: idle jobs wait for it rather than look at the stores
     service = DeliveryService(
         lambda: partitions,
         DatabaseJobStatus(database),
@@ -116,12 +152,6 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
         retry_max_seconds=settings.logs.upload_retry_max_seconds,
         arrivals=arrivals,
     )
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
-    watch = SealWatch.open(intake.stores)
-    ingesting = asyncio.create_task(_ingest_journals(intake, stopping, watch, arrivals))
     try:
         while not stopping.is_set():
             configuration_changed.clear()
@@ -129,17 +159,10 @@ async def run_delivery(settings: Settings, database_url: str, *, workers: int) -
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(stopping, configuration_changed), RECONCILE_SECONDS)
     finally:
-        stopping.set()
-        await ingesting  # ends with a last ingest: the edge workers have stopped and sealed their journals
-        if watch is not None:
-            watch.close()
-        for store in stores.values():
-            await asyncio.to_thread(store.close)
         await service.stop()
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await follower
-        database.close()
 
 
 async def _first(*events: asyncio.Event) -> None:

@@ -37,6 +37,12 @@ def channel_path(data_dir: Path) -> Path:
     return data_dir / "run" / "config.sock"
 
 
+def followed_channel(data_dir: Path, role: str) -> Path | None:
+    """The channel the followers of a node with ``role`` listen on: the API's, where the node runs the API (the roles
+    ``all`` and ``api``); None elsewhere, where they follow the configuration through the database alone."""
+    return channel_path(data_dir) if role in ("all", "api") else None
+
+
 @contextmanager
 def _address(path: Path) -> Iterator[str]:
     """An address for ``path`` that fits a socket address: the path itself, or for a longer one, the path through

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 # Imported for their side effect: registering the rulesets and previous WAF tables with the models' metadata.
@@ -48,6 +48,10 @@ def open_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+# The PostgreSQL advisory lock that serialises migrations (an arbitrary number, edgeplane's own).
+_MIGRATION_LOCK = 0x6564676570
+
+
 def migrate(engine: Engine) -> None:
     """Brings the schema to the latest migration."""
     # Imported here: only the supervisor migrates, and alembic is a third of what a child process would import.
@@ -57,6 +61,10 @@ def migrate(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Nodes of a cluster start together and each migrates: one at a time, the others then find it done.
+            # The lock is the transaction's, released at its end.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 

@@ -1,0 +1,287 @@
+"""edgeplane on many machines, played on loopback with real servers: PostgreSQL, a three-node NATS JetStream cluster,
+SeaweedFS as the Logpush destination, one API node, three edge nodes and two delivery nodes, each an ``edgeplane
+serve --role …`` with its own data directory (docs/scale.md).
+
+- A rule changed through the API is live on every edge node within a second, and an edge node started empty serves
+  it at once.
+- Under steady load, one edge node, one JetStream node and one delivery node are killed with SIGKILL at random moments
+  (and the edge and JetStream nodes started again, as a machine comes back): every request an edge answered has its
+  record at the destination, and no record is there more often than the bound allows (one batch per delivery node
+  killed: the batch it was uploading is uploaded again by the node that takes its job over).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.anvil import AnvilNode
+from tests.support.cluster_node import ClusterNodeProcess
+from tests.support.nats_server import NatsCluster
+from tests.support.postgres import PostgresServer
+from tests.support.seaweedfs import SeaweedS3
+
+pytestmark = pytest.mark.e2e
+
+BUCKET = "cluster"
+BATCH = 100  # max_upload_records of the job
+LEASE_SECONDS = 3.0
+CUSTOM = "http_request_firewall_custom"
+BODY = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}
+BLOCKED_HEADER = "x-cluster-test"
+
+
+@dataclass
+class Cluster:
+    postgres: PostgresServer
+    nats: NatsCluster
+    seaweed: SeaweedS3
+    api: ClusterNodeProcess
+    edges: list[ClusterNodeProcess]
+    deliveries: list[ClusterNodeProcess]
+    root: Path
+    anvil: AnvilNode
+    database_url: str
+    others: list[ClusterNodeProcess] = field(default_factory=list)
+
+    def node(self, role: str, name: str, **options: object) -> ClusterNodeProcess:
+        settings = (
+            '[logs.destinations]\nallowed_networks = ["127.0.0.0/8"]\n'
+            "[logs]\nupload_retry_max_seconds = 2\n"
+            f"[bus]\nstream_replicas = 3\nlease_seconds = {LEASE_SECONDS}\n"
+        )
+        node = ClusterNodeProcess(
+            role,
+            self.root / name,
+            database_url=self.database_url,
+            bus=",".join(self.nats.urls),
+            settings=settings,
+            upstreams=(f"mainnet={self.anvil.url}",),
+            **options,  # type: ignore[arg-type]
+        )
+        self.others.append(node)
+        return node
+
+    def v4(self, method: str, path: str, **kwargs: object) -> object:
+        credentials = self.api.credentials
+        path = path.replace("{zone}", credentials["zone_id"])
+        response = httpx.request(
+            method,
+            f"{self.api.api_url}/client/v4{path}",
+            headers={"Authorization": f"Bearer {credentials['api_token']}"},
+            timeout=30,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        body = response.json()
+        assert body["success"], body
+        return body["result"]
+
+
+@pytest.fixture(scope="module")
+def cluster(anvil: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("cluster")
+    postgres = PostgresServer().start()
+    nats = NatsCluster(size=3).start()
+    seaweed = SeaweedS3().start()
+    seaweed.client().create_bucket(Bucket=BUCKET)
+    built = Cluster(
+        postgres=postgres,
+        nats=nats,
+        seaweed=seaweed,
+        api=None,  # type: ignore[arg-type]
+        edges=[],
+        deliveries=[],
+        root=root,
+        anvil=anvil,
+        database_url=postgres.fresh_database("cluster"),
+    )
+    try:
+        built.api = built.node("api", "api").start()  # first: it makes the account, the zone and the token
+        built.edges = [built.node("edge", f"edge-{index}") for index in range(3)]
+        built.deliveries = [built.node("delivery", f"delivery-{index}") for index in range(2)]
+        for node in [*built.edges, *built.deliveries]:
+            node.start()
+        yield built
+    finally:
+        for node in built.others:
+            node.stop()
+        seaweed.close()
+        nats.stop()
+        postgres.stop()
+
+
+def ask(edge: ClusterNodeProcess, client: httpx.Client, *, marked: bool = False) -> httpx.Response:
+    headers = {BLOCKED_HEADER: "1"} if marked else {}
+    return client.post(f"{edge.edge_url}/v1/mainnet", json=BODY, headers=headers, timeout=10)
+
+
+def set_custom_rules(cluster: Cluster, rules: list[dict[str, str]]) -> None:
+    cluster.v4("PUT", f"/zones/{{zone}}/rulesets/phases/{CUSTOM}/entrypoint", json={"rules": rules})
+
+
+BLOCK_MARKED = [
+    {
+        "action": "block",
+        "expression": f'any(http.request.headers["{BLOCKED_HEADER}"][*] eq "1")',
+        "description": "cluster test",
+    }
+]
+
+
+def seconds_until_every_edge_blocks(cluster: Cluster, edges: list[ClusterNodeProcess], blocked: bool) -> float:
+    """How long after now every edge node answers a marked request as ``blocked`` says (403 or 200)."""
+    wanted = 403 if blocked else 200
+    began = time.monotonic()
+    pending = list(edges)
+    with httpx.Client() as client:
+        while pending and time.monotonic() - began < 10:
+            pending = [edge for edge in pending if ask(edge, client, marked=True).status_code != wanted]
+            if pending:
+                time.sleep(0.02)
+    assert not pending, [edge.data_dir.name for edge in pending]
+    return time.monotonic() - began
+
+
+def test_a_rule_change_is_live_on_every_edge_node_within_a_second(cluster: Cluster) -> None:
+    try:
+        set_custom_rules(cluster, BLOCK_MARKED)
+        assert seconds_until_every_edge_blocks(cluster, cluster.edges, blocked=True) < 1.0
+        # A node started empty (a new machine) serves the configuration as it is now.
+        newcomer = cluster.node("edge", "edge-new").start()
+        try:
+            with httpx.Client() as client:
+                assert ask(newcomer, client, marked=True).status_code == 403
+                assert ask(newcomer, client).status_code == 200
+        finally:
+            newcomer.stop()
+        set_custom_rules(cluster, [])
+        assert seconds_until_every_edge_blocks(cluster, cluster.edges, blocked=False) < 1.0
+    finally:
+        set_custom_rules(cluster, [])
+
+
+class Load:
+    """Steady requests, round robin over the edge nodes that run, from a thread; the RayIDs of those answered."""
+
+    def __init__(self, edges: list[ClusterNodeProcess]) -> None:
+        self.edges = edges
+        self.answered: set[str] = set()
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        clients = {id(edge): httpx.Client() for edge in self.edges}
+        turn = 0
+        while not self._stop.is_set():
+            edge = self.edges[turn % len(self.edges)]
+            turn += 1
+            if not edge.running:
+                continue
+            try:
+                response = ask(edge, clients[id(edge)])
+            except httpx.HTTPError:
+                self.failures += 1
+                clients[id(edge)] = httpx.Client()
+                continue
+            if response.status_code == 200:
+                self.answered.add(response.headers["cf-ray"].split("-")[0])
+            time.sleep(0.005)
+        for client in clients.values():
+            client.close()
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def delivered(seaweed: SeaweedS3, prefix: str) -> Counter[str]:
+    client = seaweed.client()
+    seen: Counter[str] = Counter()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/"):
+        for item in page.get("Contents", []):
+            data = gzip.decompress(client.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read())
+            for line in data.splitlines():
+                seen[json.loads(line)["RayID"]] += 1
+    return seen
+
+
+def test_nothing_answered_is_lost_when_nodes_die(cluster: Cluster) -> None:
+    seaweed = cluster.seaweed
+    conf = (
+        f"s3://{BUCKET}/steady/{{DATE}}?region={seaweed.region}&endpoint={seaweed.endpoint}"
+        f"&access-key-id={seaweed.access_key}&secret-access-key={seaweed.secret_key}"
+    )
+    job = cluster.v4(
+        "POST",
+        "/zones/{zone}/logpush/jobs",
+        json={
+            "dataset": "http_requests",
+            "destination_conf": conf,
+            "output_options": {"field_names": ["RayID", "EdgeResponseStatus"]},
+            "max_upload_records": BATCH,
+            "enabled": True,
+        },
+    )
+    assert isinstance(job, dict)
+    seed = random.randrange(1 << 30)
+    chance = random.Random(seed)
+    print(f"kill moments drawn with seed {seed}")
+    edge = chance.choice(cluster.edges)
+    nats_node = chance.randrange(3)
+    delivery = chance.choice(cluster.deliveries)
+    moments = sorted(
+        [
+            (chance.uniform(1, 8), "edge"),
+            (chance.uniform(1, 8), "nats"),
+            (chance.uniform(1, 8), "delivery"),
+        ]
+    )
+    began = time.monotonic()
+    with Load(cluster.edges) as load:
+        for moment, what in moments:
+            time.sleep(max(0.0, began + moment - time.monotonic()))
+            if what == "edge":
+                edge.kill()
+            elif what == "nats":
+                cluster.nats.kill(nats_node)
+            else:
+                delivery.kill()
+        time.sleep(2)
+        # The edge and JetStream machines come back; the delivery node does not (its jobs moved on).
+        cluster.nats.restart(nats_node)
+        edge.start()
+        time.sleep(2)
+    answered = set(load.answered)
+    assert len(answered) > 200, (len(answered), load.failures)
+    # The last partial batch waits for its interval (30 s at least): requests that fill batches push it out.
+    deadline = time.monotonic() + 120
+    seen: Counter[str] = Counter()
+    with httpx.Client() as client:
+        while time.monotonic() < deadline:
+            seen = delivered(seaweed, "steady")
+            if answered <= set(seen):
+                break
+            for _ in range(BATCH // 4):
+                ask(cluster.edges[0], client)
+            time.sleep(0.5)
+    missing = answered - set(seen)
+    assert not missing, f"{len(missing)} of {len(answered)} answered requests not delivered (seed {seed})"
+    duplicates = sum(count - 1 for ray, count in seen.items() if ray in answered)
+    assert duplicates <= BATCH, f"{duplicates} duplicates (seed {seed})"
+    status = [node.readiness() for node in cluster.edges]
+    assert all(body is not None and body["ready"] for body in status), status
