@@ -1,0 +1,110 @@
+"""The roles of ``edgeplane serve`` one by one, on a real PostgreSQL: what each role refuses without the cluster's
+database or bus, what an API node starts and registers, and what its ops listener says (``/healthz``, ``/readyz``,
+``/metrics``), ready or not."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from edgeplane.store.cluster_nodes import registered_nodes
+from edgeplane.store.database import Database
+from tests.support.anvil import free_port
+from tests.support.cluster_node import ClusterNodeProcess
+from tests.support.postgres import PostgresServer
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+def serve(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "edgeplane", "serve", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--role", "edge"], "--role edge needs --database-url"),
+        (["--role", "delivery", "--database-url", "postgresql://x@127.0.0.1/x"], "--role delivery needs --bus"),
+        (["--role", "edge", "--database-url", "postgresql://x@127.0.0.1/x", "--bus", "http://a:1"], "nats://"),
+        (["--role", "gateway"], "role"),
+    ],
+)
+def test_a_role_without_what_it_needs_is_refused(tmp_path: Path, arguments: list[str], message: str) -> None:
+    result = serve("--data-dir", str(tmp_path), *arguments)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+
+
+def test_an_api_node_registers_and_is_ready(postgres: PostgresServer, tmp_path: Path) -> None:
+    url = postgres.fresh_database("roles_api")
+    node = ClusterNodeProcess("api", tmp_path / "api", database_url=url, bus="").start()
+    try:
+        assert set(node.credentials) >= {"email", "api_key", "api_token", "account_id", "zone_id", "zone_name"}
+        readiness = node.readiness()
+        assert readiness is not None
+        assert readiness["role"] == "api"
+        assert set(readiness["checks"]) == {"children", "database"}
+        health = httpx.get(f"{node.ops_url}/healthz", timeout=5).json()
+        assert health["role"] == "api"
+        assert "edgeplane_" in httpx.get(f"{node.ops_url}/metrics", timeout=5).text
+        database = Database(url)
+        try:
+            deadline = time.monotonic() + 10
+            nodes = registered_nodes(database)
+            while not nodes and time.monotonic() < deadline:
+                time.sleep(0.1)
+                nodes = registered_nodes(database)
+            assert [seen.description.role for seen in nodes] == ["api"]
+            assert f"api=http://127.0.0.1:{node.api_port}" in nodes[0].description.addresses
+            assert nodes[0].seconds_since_heartbeat < 10
+        finally:
+            database.close()
+    finally:
+        node.stop()
+    database = Database(url)
+    try:
+        assert registered_nodes(database) == []  # a node that stops cleanly leaves the register
+    finally:
+        database.close()
+
+
+def test_a_delivery_node_without_its_bus_is_not_ready(postgres: PostgresServer, tmp_path: Path) -> None:
+    url = postgres.fresh_database("roles_delivery")
+    nowhere = f"nats://127.0.0.1:{free_port()}"
+    node = ClusterNodeProcess("delivery", tmp_path / "delivery", database_url=url, bus=nowhere)
+    process = subprocess.Popen(node.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        readiness = None
+        while time.monotonic() < deadline:
+            readiness = node.readiness()
+            if readiness is not None:
+                break
+            time.sleep(0.2)
+        assert readiness is not None
+        assert readiness["ready"] is False
+        assert readiness["checks"]["database"]["ok"] is True
+        assert readiness["checks"]["bus"]["ok"] is False
+        assert httpx.get(f"{node.ops_url}/readyz", timeout=5).status_code == 503
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
