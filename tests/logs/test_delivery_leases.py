@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from edgeplane.configuration.logpush_jobs import LogpushJobDefinition
 from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute
@@ -241,3 +242,40 @@ async def test_a_stalled_owners_jobs_end_quietly_at_their_next_save(database: Da
 def _delivery_tasks() -> int:
     """The jobs being delivered in this process, by every service."""
     return sum(1 for task in asyncio.all_tasks() if task.get_name().startswith("logpush-") and not task.done())
+
+
+async def test_a_joining_service_gets_a_share_and_a_clean_stop_hands_over_at_once(
+    database: Database, tmp_path: Path
+) -> None:
+    stream, destinations = tmp_path / "stream", tmp_path / "destinations"
+    with SegmentedLogStore(stream) as writer:
+        writer.flush()
+        async with member(database, "a", stream, destinations) as first:
+            await wait_for(lambda: held(first) == [4], 10, "the only service holding every job")
+            async with member(database, "b", stream, destinations) as second:
+                await wait_for(lambda: held(first, second) == [2, 2], 10, "the jobs split 2/2 after b joined")
+                await wait_for(lambda: _delivery_tasks() == 4, 10, "each job delivered once")
+            took = await wait_for(lambda: held(first) == [4], 10, "a holding every job again")
+            assert took < TTL  # given back, not left to expire
+            append(writer, 0, 200)
+            await wait_for(every_record(destinations, 200), 30, "every record delivered")
+
+
+async def test_jobs_stop_when_the_leases_cannot_be_renewed_and_start_again_when_they_can(
+    database: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream, destinations = tmp_path / "stream", tmp_path / "destinations"
+    with SegmentedLogStore(stream) as writer:
+        writer.flush()
+        async with member(database, "a", stream, destinations) as only:
+            await wait_for(lambda: _delivery_tasks() == 4, 10, "every job running")
+
+            def unreachable(job_ids: object) -> frozenset[int]:
+                raise OperationalError("SELECT", {}, ConnectionError("the database is unreachable"))
+
+            with monkeypatch.context() as outage:
+                outage.setattr(only.leases, "claim", unreachable)
+                took = await wait_for(lambda: _delivery_tasks() == 0, 10, "the jobs stopping")
+                assert took <= TTL + 0.5
+            await wait_for(lambda: _delivery_tasks() == 4, 10, "the jobs running again")
+            assert only.status.failures == []

@@ -379,6 +379,7 @@ class DeliveryService:
         self._leases = leases
         self._snapshot: DeliverySnapshot | None = None
         self._stopped = False
+        self._claiming: asyncio.Future[Any] | None = None  # the keeper's claim under way, awaited by ``stop``
         self._status = status
         self._retry_max_seconds = retry_max_seconds
         self._destination = destination_factory or (
@@ -435,10 +436,10 @@ class DeliveryService:
                 self._leases.lost(job_id)
 
     async def keep_leases(self) -> None:
-        """Keeps this process's leases until cancelled (run it as a task; without leases it returns at once):
-        every third of the lease time, renews them and claims a fair share of the enabled jobs, then stops the jobs
-        whose lease was lost and starts those won. A database error is logged and the claim tried again; the jobs
-        stop once their leases could not be renewed for the lease time (another process may own them by then)."""
+        """Keeps this process's leases until cancelled or ``stop`` (run it as a task; without leases it returns at
+        once): every third of the lease time, renews them and claims a fair share of the enabled jobs, then stops
+        the jobs whose lease was lost and starts those won. A database error is logged and the claim tried again;
+        the jobs stop once their leases could not be renewed for the lease time (another may own them by then)."""
         leases = self._leases
         if leases is None:
             return
@@ -446,11 +447,16 @@ class DeliveryService:
         failing = False
         while not self._stopped:
             snapshot = self._snapshot
+            claiming: asyncio.Future[Any]
+            if snapshot is None:  # no configuration yet: be counted as a member all the same
+                claiming = asyncio.ensure_future(asyncio.to_thread(leases.heartbeat))
+            else:
+                jobs = [job.id for job in snapshot.logpush_jobs if job.enabled]
+                claiming = asyncio.ensure_future(asyncio.to_thread(leases.claim, jobs))
+            self._claiming = claiming
             try:
-                if snapshot is None:  # no configuration yet: be counted as a member all the same
-                    await asyncio.to_thread(leases.heartbeat)
-                else:
-                    await asyncio.to_thread(leases.claim, [job.id for job in snapshot.logpush_jobs if job.enabled])
+                # Shielded: cancelling the keeper cannot stop the thread, and ``stop`` waits for what it claims.
+                await asyncio.shield(claiming)
             except Exception as error:
                 if not failing:
                     log.warning(
@@ -476,8 +482,12 @@ class DeliveryService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._running.clear()
-        if self._leases is not None and release:
-            try:
-                await asyncio.to_thread(self._leases.release_all)
-            except Exception as error:  # they expire on their own
-                log.warning("cannot give back the Logpush job leases", error=f"{type(error).__name__}: {error}")
+        if self._leases is None or not release:
+            return
+        if self._claiming is not None:  # a claim under way would take leases after they were given back
+            with contextlib.suppress(Exception):
+                await self._claiming
+        try:
+            await asyncio.to_thread(self._leases.release_all)
+        except Exception as error:  # they expire on their own
+            log.warning("cannot give back the Logpush job leases", error=f"{type(error).__name__}: {error}")

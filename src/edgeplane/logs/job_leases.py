@@ -81,6 +81,8 @@ class JobLeases:
         jobs = sorted({int(job_id) for job_id in job_ids})
         started = time.monotonic()
         now = database_seconds()
+        # What is given back stops being held here first: this owner never holds a job another may have taken.
+        self._forget(set(self._held) - set(jobs))
         with self.database.session() as session:
             self._beat(session)
             mine = JobLease.owner == self.owner
@@ -112,6 +114,7 @@ class JobLeases:
             keep = low if starving else share
             if len(held) > keep:
                 given_back = sorted(held)[keep:]
+                self._forget(given_back)
                 session.execute(
                     update(JobLease).where(mine, JobLease.job_id.in_(given_back)).values(owner=None, expires=0.0)
                 )
@@ -146,8 +149,12 @@ class JobLeases:
 
     def lost(self, job_id: int) -> None:
         """Records that the job's lease was found lost (a fenced save): not held until a claim wins it again."""
+        self._forget([job_id])
+
+    def _forget(self, job_ids: Iterable[int]) -> None:
         with self._lock:
-            self._held.pop(job_id, None)
+            for job_id in job_ids:
+                self._held.pop(job_id, None)
 
     def release_all(self) -> None:
         """Gives back every lease and leaves the members (a clean stop): the others take the jobs at their next
