@@ -10,7 +10,7 @@ Each process claims a fair share of the jobs, ``ceil(jobs / live members)``, and
 when another member has fewer than ``jobs // live members`` (a process that joins gets work). Every step is a short
 transaction of conditional UPDATEs and INSERTs that do nothing on a conflict, safe under concurrency: on PostgreSQL
 a row is changed by one transaction at a time and the condition is evaluated again on the row as it was committed,
-on SQLite writers take turns; two owners never both hold a job. See docs/log-store.md, "Several delivery processes".
+on SQLite writers take turns; two owners never both hold a job. See docs/delivery-leases.md.
 """
 
 from __future__ import annotations
