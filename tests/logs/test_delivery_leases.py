@@ -10,10 +10,9 @@ import gzip
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -28,34 +27,13 @@ from edgeplane.logs.destination_conf import parse_destination_conf
 from edgeplane.logs.destinations import Destination, DestinationPolicy, open_destination
 from edgeplane.logs.job_leases import JobLeases
 from edgeplane.logs.log_store import SegmentedLogStore
-from edgeplane.store.database import Database, default_database_url
-from tests.support.postgres import PostgresServer
+from edgeplane.store.database import Database
 from tests.support.shared_cursor_store import SharedCursorStore
 
 HTTP = "http_requests"
 TTL = 1.0
 JOB_IDS = (1, 2, 3, 4)
 BATCH = 50  # records per upload
-_databases = count()
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    if request.param == "sqlite":
-        url = default_database_url(tmp_path)
-    else:
-        url = request.getfixturevalue("postgres").fresh_database(f"delivery_leases_{next(_databases)}")
-    database = Database(url)
-    database.migrate()
-    yield database
-    database.close()
 
 
 class RecordedStatus:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 
@@ -21,26 +20,6 @@ from tests.support.postgres import PostgresServer
 HTTP = "http_requests"
 JOBS = [11, 12, 13, 14]
 TTL = 1.0
-_databases = count()
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    if request.param == "sqlite":
-        url = default_database_url(tmp_path)
-    else:
-        url = request.getfixturevalue("postgres").fresh_database(f"leases_{next(_databases)}")
-    database = Database(url)
-    database.migrate()
-    yield database
-    database.close()
 
 
 def members(database: Database, *owners: str) -> list[JobLeases]:
@@ -173,7 +152,7 @@ def test_bad_lease_settings_are_refused(tmp_path: Path, bad: dict[str, object]) 
 
 
 def test_owners_claiming_at_once_never_both_hold_a_job(postgres: PostgresServer) -> None:
-    database = Database(postgres.fresh_database(f"leases_{next(_databases)}"))
+    database = Database(postgres.fresh_database("concurrent_claims"))
     database.migrate()
     owners = members(database, *(f"owner-{index}" for index in range(4)))
     jobs = list(range(1, 41))
