@@ -14,7 +14,8 @@ the zone check and the filter are vectorised over the batch (``edgeplane.logs.fi
 records kept, and only the columns the job writes, are formatted.
 
 The work on records (decoding, filter, format, gzip) runs in a worker thread, in a process of its own
-(``edgeplane serve`` starts it), so that it never competes with the edge for the event loop.
+(``edgeplane serve`` starts it), so that it never competes with the edge for the event loop. Over a shared log
+stream, several such processes share the jobs through leases (``edgeplane.logs.job_leases``, docs/delivery-leases.md).
 """
 
 from __future__ import annotations
@@ -485,8 +486,8 @@ class DeliveryService:
         if self._leases is None or not release:
             return
         if self._claiming is not None:  # a claim under way would take leases after they were given back
-            with contextlib.suppress(Exception):
-                await self._claiming
+            with contextlib.suppress(Exception):  # and one stuck on the database is not waited for past the ttl
+                await asyncio.wait_for(asyncio.shield(self._claiming), self._leases.ttl_seconds)
         try:
             await asyncio.to_thread(self._leases.release_all)
         except Exception as error:  # they expire on their own
