@@ -14,7 +14,8 @@ the zone check and the filter are vectorised over the batch (``edgeplane.logs.fi
 records kept, and only the columns the job writes, are formatted.
 
 The work on records (decoding, filter, format, gzip) runs in a worker thread, in a process of its own
-(``edgeplane serve`` starts it), so that it never competes with the edge for the event loop.
+(``edgeplane serve`` starts it), so that it never competes with the edge for the event loop. Over a shared log
+stream, several such processes share the jobs through leases (``edgeplane.logs.job_leases``, docs/delivery-leases.md).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from edgeplane.logs.destinations import (
 )
 from edgeplane.logs.filter_columns import compile_column_filter
 from edgeplane.logs.filter_parser import parse_filter
+from edgeplane.logs.job_leases import JobLeases, LeaseLostError
 from edgeplane.logs.log_store import LogStore, PositionLostError
 from edgeplane.logs.output_options import output_options_from_logpull, parse_logpull_options, parse_output_options
 from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, loose_values, rows_of
@@ -356,7 +358,11 @@ def _runs(parts: list[pa.RecordBatch]) -> list[tuple[pa.RecordBatch, ...]]:
 class DeliveryService:
     """Runs one ``JobDelivery`` per enabled job of the current snapshot, restarting it when the job changes. Each
     job's destination is held to ``policy`` (the operator's, from the settings); a failed upload is tried again
-    after at most ``retry_max_seconds``."""
+    after at most ``retry_max_seconds``.
+
+    With ``leases`` (several delivery processes share the jobs: ``edgeplane.logs.job_leases``), only the jobs whose
+    lease this process holds run, and ``keep_leases`` keeps the leases and the running jobs in step. A job whose
+    cursor save finds its lease lost (``LeaseLostError``) ends there: its new owner delivers it."""
 
     def __init__(
         self,
@@ -367,9 +373,14 @@ class DeliveryService:
         destination_factory: Callable[[str], Destination] | None = None,
         retry_max_seconds: float = BACKOFF_MAX_SECONDS,
         arrivals: Arrivals | None = None,
+        leases: JobLeases | None = None,
     ) -> None:
         self._partitions = partitions
         self._arrivals = arrivals
+        self._leases = leases
+        self._snapshot: DeliverySnapshot | None = None
+        self._stopped = False
+        self._claiming: asyncio.Future[Any] | None = None  # the keeper's claim under way, awaited by ``stop``
         self._status = status
         self._retry_max_seconds = retry_max_seconds
         self._destination = destination_factory or (
@@ -378,8 +389,14 @@ class DeliveryService:
         self._running: dict[int, tuple[LogpushJobDefinition, asyncio.Task[None]]] = {}
 
     def reconcile(self, snapshot: DeliverySnapshot) -> None:
-        """Starts, restarts and stops job deliveries to match ``snapshot``."""
-        wanted = {job.id: job for job in snapshot.logpush_jobs if job.enabled}
+        """Starts, restarts and stops job deliveries to match ``snapshot`` (and, with leases, the leases held)."""
+        if self._stopped:
+            return
+        self._snapshot = snapshot
+        leases = self._leases
+        wanted = {
+            job.id: job for job in snapshot.logpush_jobs if job.enabled and (leases is None or leases.holds(job.id))
+        }
         for job_id in list(self._running):
             job, task = self._running[job_id]
             if task.done() and not task.cancelled() and task.exception() is not None:
@@ -408,13 +425,70 @@ class DeliveryService:
                 retry_max_seconds=self._retry_max_seconds,
                 arrivals=self._arrivals,
             )
-            self._running[job_id] = (job, asyncio.create_task(delivery.run(), name=f"logpush-{job_id}"))
+            self._running[job_id] = (job, asyncio.create_task(self._deliver(delivery), name=f"logpush-{job_id}"))
 
-    async def stop(self) -> None:
-        """Stops every delivery (a batch not yet uploaded is read again next time)."""
+    async def _deliver(self, delivery: JobDelivery) -> None:
+        job_id = delivery.plan.job_id
+        try:
+            await delivery.run()
+        except LeaseLostError:
+            log.info("Logpush job's lease was lost; its new owner delivers it", job=job_id)
+            if self._leases is not None:
+                self._leases.lost(job_id)
+
+    async def keep_leases(self) -> None:
+        """Keeps this process's leases until cancelled or ``stop`` (run it as a task; without leases it returns at
+        once): every third of the lease time, renews them and claims a fair share of the enabled jobs, then stops
+        the jobs whose lease was lost and starts those won. A database error is logged and the claim tried again;
+        the jobs stop once their leases could not be renewed for the lease time (another may own them by then)."""
+        leases = self._leases
+        if leases is None:
+            return
+        period = leases.ttl_seconds / 3
+        failing = False
+        while not self._stopped:
+            snapshot = self._snapshot
+            claiming: asyncio.Future[Any]
+            if snapshot is None:  # no configuration yet: be counted as a member all the same
+                claiming = asyncio.ensure_future(asyncio.to_thread(leases.heartbeat))
+            else:
+                jobs = [job.id for job in snapshot.logpush_jobs if job.enabled]
+                claiming = asyncio.ensure_future(asyncio.to_thread(leases.claim, jobs))
+            self._claiming = claiming
+            try:
+                # Shielded: cancelling the keeper cannot stop the thread, and ``stop`` waits for what it claims.
+                await asyncio.shield(claiming)
+            except Exception as error:
+                if not failing:
+                    log.warning(
+                        "cannot renew the Logpush job leases; retrying", error=f"{type(error).__name__}: {error}"
+                    )
+                failing = True
+            else:
+                if failing:
+                    log.info("the Logpush job leases are renewed again")
+                failing = False
+            if snapshot is not None:
+                self.reconcile(snapshot)
+            await asyncio.sleep(period)
+
+    async def stop(self, *, release: bool = True) -> None:
+        """Stops every delivery (a batch not yet uploaded is read again next time) and, with leases, gives them
+        back so that the other processes take the jobs at once. ``release=False`` leaves the leases as a crash
+        would: they are taken over when they expire."""
+        self._stopped = True
         for _job, task in self._running.values():
             task.cancel()
         for _job, task in self._running.values():
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._running.clear()
+        if self._leases is None or not release:
+            return
+        if self._claiming is not None:  # a claim under way would take leases after they were given back
+            with contextlib.suppress(Exception):  # and one stuck on the database is not waited for past the ttl
+                await asyncio.wait_for(asyncio.shield(self._claiming), self._leases.ttl_seconds)
+        try:
+            await asyncio.to_thread(self._leases.release_all)
+        except Exception as error:  # they expire on their own
+            log.warning("cannot give back the Logpush job leases", error=f"{type(error).__name__}: {error}")

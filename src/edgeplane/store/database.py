@@ -12,7 +12,9 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
-# Imported for their side effect: registering the rulesets and previous WAF tables with the models' metadata.
+# Imported for their side effect: registering the rulesets, previous WAF and delivery lease tables with the models'
+# metadata.
+import edgeplane.store.delivery_models
 import edgeplane.store.previous_waf_models
 import edgeplane.store.ruleset_models  # noqa: F401
 
