@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_cluster_nodes"
-down_revision = "0007_dashboard_sessions"
+down_revision = "0008_delivery_leases"
 branch_labels = None
 depends_on = None
 
