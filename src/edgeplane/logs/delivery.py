@@ -48,7 +48,7 @@ from edgeplane.logs.destinations import (
 )
 from edgeplane.logs.filter_columns import compile_column_filter
 from edgeplane.logs.filter_parser import parse_filter
-from edgeplane.logs.log_store import LogStore, PositionLostError
+from edgeplane.logs.log_store import LogReader, PositionLostError
 from edgeplane.logs.output_options import output_options_from_logpull, parse_logpull_options, parse_output_options
 from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, loose_values, rows_of
 from edgeplane.logs.record_format import SAMPLE_KEY_FIELD, RecordFormatter, compile_formatter, gzip_batch, object_name
@@ -164,7 +164,7 @@ class JobDelivery:
     def __init__(
         self,
         plan: JobPlan,
-        partitions: Sequence[LogStore],
+        partitions: Sequence[LogReader],
         destination: Destination,
         status: JobStatus,
         *,
@@ -247,6 +247,9 @@ class JobDelivery:
                 log.error("records were deleted by retention before delivery", job=plan.job_id, lost=lost.lost)
                 batch.positions[index] = lost.oldest_position
                 continue
+            except OSError as error:  # the log bus did not answer (``BusUnavailable``): read again at the next look
+                log.warning("partition not readable; reading again later", job=plan.job_id, error=str(error))
+                continue
             if not read.parts:
                 continue
             progressed = True
@@ -266,7 +269,8 @@ class JobDelivery:
                     self._add(batch, line, at + offset)
                 at += block.num_rows
             batch.positions[index] = read.next_position
-            lag += max(0, store.end_position(dataset) - read.next_position)
+            with contextlib.suppress(OSError):  # the lag is a gauge: a bus that did not answer leaves it out
+                lag += store.lag_records(dataset, read.next_position)
         LAG.labels(self._label).set(lag)
         return progressed
 
@@ -360,7 +364,7 @@ class DeliveryService:
 
     def __init__(
         self,
-        partitions: Callable[[], Sequence[LogStore]],
+        partitions: Callable[[], Sequence[LogReader]],
         status: JobStatus,
         *,
         policy: DestinationPolicy,
