@@ -13,18 +13,22 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from edgeplane.configuration.snapshot import DeliverySnapshot
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.logs.bus_connection import BusConnection, BusUnavailable, check_servers
 from edgeplane.logs.bus_publisher import BusPublisher
 from edgeplane.logs.bus_source import BusSource, MessageCache, message_of, position_of
 from edgeplane.logs.bus_streams import StreamLimits, ensure_streams, stream_name
+from edgeplane.logs.delivery import Batch, JobDelivery, plan_job
 from edgeplane.logs.journal_intake import JournalIntake
-from edgeplane.logs.log_store import ColumnBatch, PositionLostError
+from edgeplane.logs.log_store import ColumnBatch, LogReader, PositionLostError, SegmentedLogStore
 from edgeplane.logs.record_columns import batch_of_any_rows, batch_of_rows, rows_of
 from edgeplane.logs.request_journal import RequestJournal, sealed_periods
 from edgeplane.logs.request_rows import HTTP_REQUESTS
+from edgeplane.logs.retention_watch import RetentionWatch
 from edgeplane.waf.events import FIREWALL_EVENTS
 from tests.edge.test_request_log import emit
+from tests.logs.test_delivery_columns import FILTER, ZONES, job, records
 from tests.support.nats_server import NatsCluster, start_nats_cluster, start_nats_server
 
 DATASETS = (HTTP_REQUESTS, FIREWALL_EVENTS)
@@ -181,7 +185,7 @@ def test_a_position_retention_deleted_raises_position_lost(connection: BusConnec
     publisher = BusPublisher(connection)
     for period in range(40):
         publisher.commit_columns(HTTP_REQUESTS, [requests(period * 200, 200)], f"n/edge-0/{period}.1/0")
-    source = BusSource(connection, MemoryCursors())
+    source = BusSource(connection, MemoryCursors(), state_seconds=0)
     oldest = source.oldest_position(HTTP_REQUESTS)
     assert message_of(oldest)[0] > 1
     with pytest.raises(PositionLostError) as lost:
@@ -196,6 +200,43 @@ def test_a_position_retention_deleted_raises_position_lost(connection: BusConnec
     assert outlook.bytes_left <= (64 << 10)
     assert outlook.seconds_left is not None
     assert outlook.seconds_left > 0
+    warned: list[str] = []
+
+    class Status:
+        def failed(self, job_id: int, when: object, message: str) -> None:
+            warned.append(message)
+
+    watch = RetentionWatch(3, HTTP_REQUESTS, [source], Status(), look_seconds=0)
+    assert watch.observe({0: oldest}) == pytest.approx(7 * 86400, abs=60)  # by age: nothing grew yet
+    for period in range(40, 45):
+        publisher.commit_columns(HTTP_REQUESTS, [requests(period * 200, 200)], f"n/edge-0/{period}.1/0")
+    left = watch.observe({0: oldest})
+    assert left is not None
+    assert left < 60  # by size: the stream is at its bound and growing
+    assert warned
+
+
+def test_delivery_reads_the_bus_as_it_reads_a_store_partition(connection: BusConnection, tmp_path: Path) -> None:
+    given = records(3000, seed=25)
+    batches = [batch_of_any_rows(HTTP_REQUESTS, given[start : start + 700]) for start in range(0, 3000, 700)]
+    BusPublisher(connection, max_message_bytes=16 << 10).commit_columns(HTTP_REQUESTS, batches, "n/edge-0/1.1/0")
+    plan = plan_job(job(filter=FILTER, zone_id="z1"), DeliverySnapshot(version=1, zones=ZONES))
+
+    def delivered(partition: LogReader, start: int) -> list[bytes]:
+        delivery = JobDelivery(plan, [partition], destination=None, status=None)  # type: ignore[arg-type]
+        batch = Batch(positions={0: start})
+        while delivery._read_into(batch):
+            pass
+        assert batch.positions[0] == partition.end_position(HTTP_REQUESTS)
+        assert partition.lag_records(HTTP_REQUESTS, batch.positions[0]) == 0
+        return batch.encoded
+
+    with SegmentedLogStore(tmp_path / "store") as store:
+        store.commit_columns(HTTP_REQUESTS, batches)
+        from_store = delivered(store, 0)
+    from_bus = delivered(BusSource(connection, MemoryCursors()), 0)
+    assert from_bus == from_store
+    assert len(from_bus) > 100
 
 
 def test_cursors_are_kept_in_the_shared_store(connection: BusConnection) -> None:
@@ -248,10 +289,12 @@ def test_a_bus_that_is_down_leaves_the_period_for_a_later_ingest(tmp_path: Path)
             log = RequestLog(journal)
             emit(log, ray_id="00000000000000b1")
             log.flush()
-            intake = JournalIntake({journal.directory: BusPublisher(bus)}, node_id="node-b")
+            publisher = BusPublisher(bus)
+            publisher.commit_columns(HTTP_REQUESTS, [requests(0, 1)], "x/edge-0/1.1/0")
+            intake = JournalIntake({journal.directory: publisher}, node_id="node-b")
             alone.kill(0)
             with pytest.raises(BusUnavailable):
-                BusPublisher(bus).commit_columns(HTTP_REQUESTS, [requests(0, 1)], "x/edge-0/1.1/0")
+                publisher.commit_columns(HTTP_REQUESTS, [requests(1, 1)], "x/edge-0/2.1/0")
             started = time.monotonic()
             assert intake.ingest() == 0
             assert time.monotonic() - started < 5  # bounded by the timeout, never hangs
@@ -262,7 +305,8 @@ def test_a_bus_that_is_down_leaves_the_period_for_a_later_ingest(tmp_path: Path)
                 assert time.monotonic() < deadline, "the intake did not commit once the bus was back"
             assert sealed_periods(journal.directory) == []
             parts, _end = read_all(BusSource(bus, MemoryCursors()), HTTP_REQUESTS, 0)
-            assert "00000000000000b1" in ray_ids(parts)
+            # the publish the client sent once the server was back, and the intake's own retry: stored once
+            assert ray_ids(parts).count("00000000000000b1") == 1
             log.close()
     finally:
         alone.stop()

@@ -41,11 +41,17 @@ from nats.js.errors import NotFoundError
 
 from edgeplane.logs.bus_connection import BusConnection
 from edgeplane.logs.bus_streams import INDEX_BITS, stream_dataset, stream_name
-from edgeplane.logs.log_store import ColumnBatch, PositionAheadError, PositionLostError, RetentionOutlook
+from edgeplane.logs.log_store import (
+    ColumnBatch,
+    CorruptSegmentError,
+    PositionAheadError,
+    PositionLostError,
+    RetentionOutlook,
+)
 from edgeplane.logs.record_columns import batch_of_given_lines, decode_block, lines_given
 
 CACHE_BYTES: Final = 256 << 20  # decoded messages kept for the jobs of one process
-_STATE_SECONDS: Final = 0.5  # how long a stream's state answers ``end_position`` and ``lag_records``
+STATE_SECONDS: Final = 0.5  # how long a stream's state answers ``end_position`` and ``lag_records``
 _INDEX_MASK: Final = (1 << INDEX_BITS) - 1
 _COUNTS_KEPT: Final = 100_000  # the record counts of the messages decoded last, for ``lag_records``
 
@@ -134,8 +140,18 @@ class _State:
 class BusSource:
     """The log bus's streams as one partition for delivery (see the module docstring)."""
 
-    def __init__(self, connection: BusConnection, cursors: SharedCursors, *, cache: MessageCache | None = None) -> None:
+    def __init__(
+        self,
+        connection: BusConnection,
+        cursors: SharedCursors,
+        *,
+        cache: MessageCache | None = None,
+        state_seconds: float = STATE_SECONDS,
+    ) -> None:
+        """``cache`` is shared by the sources of a process (a new one by default); ``state_seconds`` is how long a
+        stream's state read from the bus answers ``end_position`` and ``lag_records``."""
         self.connection = connection
+        self.state_seconds = state_seconds
         self.cursors = cursors
         self.cache = cache if cache is not None else MessageCache()
         self._states: dict[str, _State] = {}
@@ -157,8 +173,8 @@ class BusSource:
         ``max_records``, and messages counted by their payload's size, shared equally among their records, up to
         ``max_bytes`` (at least one record when any is readable). With ``columns``, a batch holds only those of
         its columns (at least one). Raises ``PositionLostError`` when the stream's limits deleted the message at
-        ``position``, ``PositionAheadError`` for a position after the end, ``BusUnavailable`` when the bus does
-        not answer."""
+        ``position``, ``PositionAheadError`` for a position after the end, ``CorruptSegmentError`` for a message
+        that is not an Arrow IPC stream (not the publisher's), ``BusUnavailable`` when the bus does not answer."""
         stream = stream_name(dataset)
         sequence, index = message_of(position)
         parts: list[pa.RecordBatch] = []
@@ -208,7 +224,10 @@ class BusSource:
         raw = self.connection.run(lambda jetstream: _direct_get(jetstream, stream, sequence))
         if raw is None or raw.data is None:
             return None
-        records = decode_block(raw.data)
+        try:
+            records = decode_block(raw.data)
+        except pa.ArrowInvalid as error:  # not a message the publisher wrote
+            raise CorruptSegmentError(f"{stream}: message {sequence} is not an Arrow IPC stream: {error}") from error
         given = lines_given(records)
         if given is not None:  # records published as bytes: in columns for the reader, as the store gives them
             records = batch_of_given_lines(stream_dataset(stream), given)
@@ -291,11 +310,11 @@ class BusSource:
         return RetentionOutlook(held_records, held_bytes, state.max_bytes - held_bytes, seconds_left)
 
     def _state(self, stream: str, *, fresh: bool = False) -> _State:
-        """The stream's state, read again when older than ``_STATE_SECONDS`` or when ``fresh``."""
+        """The stream's state, read again when older than ``state_seconds`` or when ``fresh``."""
         now = time.monotonic()
         with self._lock:
             state = self._states.get(stream)
-        if state is not None and not fresh and now - state.read_at < _STATE_SECONDS:
+        if state is not None and not fresh and now - state.read_at < self.state_seconds:
             return state
         info = self.connection.run(lambda jetstream: jetstream.stream_info(stream))
         state = _state_of(info, now)
