@@ -181,6 +181,7 @@ class JobDelivery:
         self.retry_max_seconds = retry_max_seconds
         self._label = str(plan.job_id)
         self._failing = False
+        self._unreadable = False  # a read failed (the log bus did not answer) and none succeeded since
         self._retention = RetentionWatch(plan.job_id, plan.dataset.name, self.partitions, status)
         self._confirmed: dict[int, int] = {}  # each partition's first record not yet confirmed by an upload
 
@@ -248,8 +249,13 @@ class JobDelivery:
                 batch.positions[index] = lost.oldest_position
                 continue
             except OSError as error:  # the log bus did not answer (``BusUnavailable``): read again at the next look
-                log.warning("partition not readable; reading again later", job=plan.job_id, error=str(error))
+                if not self._unreadable:
+                    log.warning("partition not readable; reading again later", job=plan.job_id, error=str(error))
+                self._unreadable = True
                 continue
+            if self._unreadable:
+                log.info("partition readable again", job=plan.job_id)
+                self._unreadable = False
             if not read.parts:
                 continue
             progressed = True
