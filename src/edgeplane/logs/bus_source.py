@@ -54,6 +54,7 @@ CACHE_BYTES: Final = 256 << 20  # decoded messages kept for the jobs of one proc
 STATE_SECONDS: Final = 0.5  # how long a stream's state answers ``end_position`` and ``lag_records``
 _INDEX_MASK: Final = (1 << INDEX_BITS) - 1
 _COUNTS_KEPT: Final = 100_000  # the record counts of the messages decoded last, for ``lag_records``
+_EXACT_SPAN: Final = 4096  # up to this many messages ahead, ``lag_records`` adds the counts it knows one by one
 
 
 def position_of(sequence: int, index: int = 0) -> int:
@@ -106,6 +107,7 @@ class MessageCache:
         self._lock = threading.Lock()
 
     def get(self, stream: str, sequence: int) -> BusMessage | None:
+        """The message at ``sequence`` of ``stream`` if it is kept (now the most recently used), else None."""
         with self._lock:
             entry = self._entries.get((stream, sequence))
             if entry is None:
@@ -114,6 +116,7 @@ class MessageCache:
             return entry[0]
 
     def put(self, stream: str, message: BusMessage) -> None:
+        """Keeps ``message``, dropping the least recently used beyond the bound (it too, when larger alone)."""
         size = message.records.nbytes
         with self._lock:
             key = (stream, message.sequence)
@@ -269,9 +272,9 @@ class BusSource:
         mean = self._mean_records(stream, end - 1)
         with self._lock:
             counts = self._counts.get(stream, {})
-            if end - sequence <= _COUNTS_KEPT:
+            if end - sequence <= _EXACT_SPAN:
                 known = [counts[number] for number in range(sequence, end) if number in counts]
-            else:  # far behind: the mean will do
+            else:  # far behind: the mean will do (delivery asks after every read)
                 known = []
             first = counts.get(sequence, mean)
         # the messages decoded are counted exactly, the others by the mean
