@@ -372,11 +372,14 @@ class _TimedStore:
     def append_columns(self, dataset: str, batch: pa.RecordBatch) -> None:
         self.store.append_columns(dataset, batch)
 
-    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch], key: str | None = None) -> None:
         self.store.commit_columns(dataset, batches)
 
     def end_position(self, dataset: str) -> int:
         return self.store.end_position(dataset)
+
+    def lag_records(self, dataset: str, position: int) -> int:
+        return self.store.lag_records(dataset, position)
 
     def oldest_position(self, dataset: str) -> int:
         return self.store.oldest_position(dataset)

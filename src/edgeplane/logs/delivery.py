@@ -50,7 +50,7 @@ from edgeplane.logs.destinations import (
 from edgeplane.logs.filter_columns import compile_column_filter
 from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.job_leases import JobLeases, LeaseLostError
-from edgeplane.logs.log_store import LogStore, PositionLostError
+from edgeplane.logs.log_store import LogReader, PositionLostError
 from edgeplane.logs.output_options import output_options_from_logpull, parse_logpull_options, parse_output_options
 from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, loose_values, rows_of
 from edgeplane.logs.record_format import SAMPLE_KEY_FIELD, RecordFormatter, compile_formatter, gzip_batch, object_name
@@ -166,7 +166,7 @@ class JobDelivery:
     def __init__(
         self,
         plan: JobPlan,
-        partitions: Sequence[LogStore],
+        partitions: Sequence[LogReader],
         destination: Destination,
         status: JobStatus,
         *,
@@ -183,6 +183,7 @@ class JobDelivery:
         self.retry_max_seconds = retry_max_seconds
         self._label = str(plan.job_id)
         self._failing = False
+        self._unreadable = False  # a read failed (the log bus did not answer) and none succeeded since
         self._retention = RetentionWatch(plan.job_id, plan.dataset.name, self.partitions, status)
         self._confirmed: dict[int, int] = {}  # each partition's first record not yet confirmed by an upload
 
@@ -249,6 +250,14 @@ class JobDelivery:
                 log.error("records were deleted by retention before delivery", job=plan.job_id, lost=lost.lost)
                 batch.positions[index] = lost.oldest_position
                 continue
+            except OSError as error:  # the log bus did not answer (``BusUnavailable``): read again at the next look
+                if not self._unreadable:
+                    log.warning("partition not readable; reading again later", job=plan.job_id, error=str(error))
+                self._unreadable = True
+                continue
+            if self._unreadable:
+                log.info("partition readable again", job=plan.job_id)
+                self._unreadable = False
             if not read.parts:
                 continue
             progressed = True
@@ -268,7 +277,8 @@ class JobDelivery:
                     self._add(batch, line, at + offset)
                 at += block.num_rows
             batch.positions[index] = read.next_position
-            lag += max(0, store.end_position(dataset) - read.next_position)
+            with contextlib.suppress(OSError):  # the lag is a gauge: a bus that did not answer leaves it out
+                lag += store.lag_records(dataset, read.next_position)
         LAG.labels(self._label).set(lag)
         return progressed
 
@@ -366,7 +376,7 @@ class DeliveryService:
 
     def __init__(
         self,
-        partitions: Callable[[], Sequence[LogStore]],
+        partitions: Callable[[], Sequence[LogReader]],
         status: JobStatus,
         *,
         policy: DestinationPolicy,

@@ -15,21 +15,31 @@ order. A frame that cannot be read (a damaged file) ends its period with a warni
 (a frame a kill cut short was never committed: the journal's reader stops before it); a period that cannot be converted
 at all is quarantined as ``<period>.unreadable`` with an error in the log, and the others go on. Only the edge worker's
 bound on an untaken backlog (``logs.retention_bytes``) ever drops journalled records.
+
+The intake commits to any ``ColumnSink``: a worker's ``SegmentedLogStore`` on one machine, or the log bus
+(``bus_publisher.BusPublisher``, NATS JetStream) when edge and delivery run on different nodes. Given a ``node_id``,
+each part is committed under an idempotency key, ``{node id}/{worker}/{period}.{seal}/{part}`` (the worker's journal
+directory without ``.journal``, the period's number and the time its file was sealed, ``sealed_identity``, and the
+part's number): a crash between a commit and the period's delete commits the period again under the same keys, which
+the bus recognises and does not store twice. A bus that does not acknowledge (``BusUnavailable``, an ``OSError``) is
+a refusal like a failing disk: the period stays, and a later ``ingest`` commits it again.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final, Protocol
 
 import pyarrow as pa
 import structlog
 from prometheus_client import Counter
 
-from edgeplane.logs.log_store import LogStore, LogStoreError
+from edgeplane.logs.log_store import LogStoreError
 from edgeplane.logs.record_columns import batch_of_any_rows
-from edgeplane.logs.request_journal import delete_sealed, quarantine, read_sealed, sealed_periods
+from edgeplane.logs.request_journal import delete_sealed, quarantine, read_sealed, sealed_identity, sealed_periods
 from edgeplane.logs.request_rows import HTTP_REQUESTS, RequestRows
 from edgeplane.waf.events import FIREWALL_EVENTS
 
@@ -44,13 +54,29 @@ RECORDS_REFUSED = Counter(
 )
 RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records committed to the log store.", ["dataset"])
 
+_NODE_ID: Final = re.compile(r"[!-.0-~]{1,64}")  # printable ASCII without spaces or "/": a part of a key
+
+
+class ColumnSink(Protocol):
+    """Where the intake commits a period's records: a log store (``SegmentedLogStore``, which has no use for the
+    key) or the log bus (``bus_publisher.BusPublisher``, which needs it). Durable, or acknowledged, when
+    ``commit_columns`` returns; an ``OSError`` (or ``LogStoreError``) when not."""
+
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch], key: str | None = None) -> None: ...
+
 
 class JournalIntake:
-    """Takes sealed journal periods into log stores: ``stores`` maps each journal directory to the store its rows
-    go to."""
+    """Takes sealed journal periods into column sinks: ``stores`` maps each journal directory to the sink its rows
+    go to. With ``node_id`` (the name of this node, unique among the nodes that commit to one log bus), each commit
+    carries an idempotency key (see the module docstring); without it, commits carry none, as a log store needs."""
 
-    def __init__(self, stores: Mapping[Path, LogStore]) -> None:
+    def __init__(self, stores: Mapping[Path, ColumnSink], *, node_id: str | None = None) -> None:
+        """Raises ``ValueError`` for a ``node_id`` that is not 1 to 64 printable ASCII characters without spaces or
+        ``/``."""
+        if node_id is not None and not _NODE_ID.fullmatch(node_id):
+            raise ValueError(f"a node id is 1 to 64 printable ASCII characters without spaces or '/', not {node_id!r}")
         self.stores = dict(stores)
+        self.node_id = node_id
         self._counters = {
             dataset: (RECORDS_EMITTED.labels(dataset), RECORDS_REFUSED.labels(dataset))
             for dataset in (HTTP_REQUESTS, FIREWALL_EVENTS)
@@ -67,11 +93,12 @@ class JournalIntake:
             for period in sealed_periods(directory):
                 try:
                     parts = _parts(directory, period)
+                    key = self._key(directory, period)
                 except (ValueError, IndexError, TypeError, OSError) as error:
                     self._parts_taken.pop((directory, period), None)
                     _quarantine(directory, period, error)
                     continue
-                committed, whole = self._commit(store, directory, period, parts)
+                committed, whole = self._commit(store, directory, period, parts, key)
                 count += committed
                 if not whole:
                     break  # the disk failed: the rest of this period, and the next, wait for the next look
@@ -79,11 +106,24 @@ class JournalIntake:
                 _delete(directory, period)
         return count
 
+    def _key(self, directory: Path, period: int) -> str | None:
+        """The start of the keys of a period's commits (``/{part}`` follows), or None without a node id."""
+        if self.node_id is None:
+            return None
+        worker = directory.name.removesuffix(".journal")
+        return f"{self.node_id}/{worker}/{period}.{sealed_identity(directory, period)}"
+
     def _commit(
-        self, store: LogStore, directory: Path, period: int, parts: list[tuple[str, list[pa.RecordBatch]]]
+        self,
+        store: ColumnSink,
+        directory: Path,
+        period: int,
+        parts: list[tuple[str, list[pa.RecordBatch]]],
+        commit_key: str | None,
     ) -> tuple[int, bool]:
-        """Commits a period's parts the store has not committed yet: how many records that was, and whether every
-        part is now committed (when one fails, the next ingest goes on from that part)."""
+        """Commits a period's parts the sink has not committed yet (each under ``{commit_key}/{part}`` when there
+        is a key): how many records that was, and whether every part is now committed (when one fails, the next ingest
+        goes on from that part)."""
         key = (directory, period)
         count = 0
         for part, (dataset, batches) in enumerate(parts):
@@ -92,7 +132,10 @@ class JournalIntake:
                 continue  # committed by an earlier ingest, before a later part failed; or nothing to commit
             emitted, refused = self._counters[dataset]
             try:
-                store.commit_columns(dataset, batches)
+                if commit_key is None:
+                    store.commit_columns(dataset, batches)
+                else:
+                    store.commit_columns(dataset, batches, f"{commit_key}/{part}")
             except (OSError, LogStoreError) as error:
                 refused.inc(records)
                 log.warning("log store did not commit the request journal's records", dataset=dataset, error=str(error))

@@ -137,14 +137,15 @@ class LogStoreBusyError(LogStoreError):
 class PositionLostError(LogStoreError):
     """The records from ``position`` up to ``oldest_position`` were deleted by retention before they were read.
 
-    ``lost`` is their number. Reading again from ``oldest_position`` continues with the oldest record still held.
+    ``lost`` is their number (given by a source whose positions are not record offsets, such as the log bus's,
+    where it is an estimate). Reading again from ``oldest_position`` continues with the oldest record still held.
     """
 
-    def __init__(self, dataset: str, position: int, oldest_position: int) -> None:
+    def __init__(self, dataset: str, position: int, oldest_position: int, *, lost: int | None = None) -> None:
         self.dataset = dataset
         self.position = position
         self.oldest_position = oldest_position
-        self.lost = oldest_position - position
+        self.lost = oldest_position - position if lost is None else lost
         super().__init__(
             f"{dataset}: position {position} was deleted by retention; the oldest available position is "
             f"{oldest_position} ({self.lost} records lost)"
@@ -214,7 +215,60 @@ class LogStoreStats:
     last_write_error: str
 
 
-class LogStore(Protocol):
+class LogReader(Protocol):
+    """The read side of a log store: what delivery reads of a partition (a ``SegmentedLogStore``, or the log bus's
+    streams, ``bus_source.BusSource``), from per-job cursors."""
+
+    def end_position(self, dataset: str) -> int:
+        """The position of the next record to become readable."""
+        ...
+
+    def oldest_position(self, dataset: str) -> int:
+        """The position of the oldest record still held (``end_position`` when none is)."""
+        ...
+
+    def lag_records(self, dataset: str, position: int) -> int:
+        """How many records follow ``position``: ``end_position - position`` (at least 0) where positions are
+        record offsets, an estimate where they are not (the log bus's)."""
+        ...
+
+    def retention_outlook(self, dataset: str, position: int) -> RetentionOutlook:
+        """How close retention is to the records from ``position`` on (see ``RetentionOutlook``)."""
+        ...
+
+    def read_columns(
+        self,
+        dataset: str,
+        position: int,
+        max_records: int = 10_000,
+        max_bytes: int = 8 << 20,
+        columns: Collection[str] | None = None,
+    ) -> ColumnBatch:
+        """Up to ``max_records`` readable records from ``position`` in columns (see ``ColumnBatch``; at least one
+        when any is readable, even if it alone exceeds ``max_bytes``); with ``columns``, a batch may hold only those
+        of its columns (a reader that needs a few of them does not decompress the others). Raises
+        ``PositionLostError`` when ``position`` was deleted by retention and ``PositionAheadError`` when it is after
+        ``end_position``."""
+        ...
+
+    def load_cursor(self, dataset: str, job_id: int) -> int | None:
+        """The saved position of job ``job_id`` in ``dataset``, or ``None`` when it has none."""
+        ...
+
+    def open_cursor(self, dataset: str, job_id: int) -> int:
+        """The job's saved position; for a job without one, the current end, saved before it is returned."""
+        ...
+
+    def save_cursor(self, dataset: str, job_id: int, position: int) -> None:
+        """Save the job's position durably; the records before it are durable when this returns."""
+        ...
+
+    def delete_cursor(self, dataset: str, job_id: int) -> None:
+        """Forget the job's position (a deleted job stops holding records back)."""
+        ...
+
+
+class LogStore(LogReader, Protocol):
     """Append-only streams of records, one per dataset, read from per-job cursors."""
 
     def append(self, dataset: str, records: Sequence[bytes]) -> None:
@@ -236,58 +290,19 @@ class LogStore(Protocol):
         work that holds the interpreter's lock."""
         ...
 
-    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch], key: str | None = None) -> None:
         """Write the records of ``batches`` in order (each as for ``append_columns``; loose columns,
         ``record_columns.batch_of_any_rows``, taken too) after the stream's end now, and make them durable before
         returning: all of them, or none (an ``OSError`` of the disk leaves the stream as it was). Blocks on the
         disk, so an asyncio caller runs it in a thread. The intake's one durable hop: a sealed journal period is
-        deleted once its records are committed."""
-        ...
-
-    def end_position(self, dataset: str) -> int:
-        """The position of the next record to become readable."""
-        ...
-
-    def oldest_position(self, dataset: str) -> int:
-        """The position of the oldest record still held (``end_position`` when none is)."""
-        ...
-
-    def retention_outlook(self, dataset: str, position: int) -> RetentionOutlook:
-        """How close retention is to the records from ``position`` on (see ``RetentionOutlook``)."""
+        deleted once its records are committed. ``key``, the commit's idempotency key on the log bus
+        (``bus_publisher``), is not needed here: a store has one writer, which commits a period once."""
         ...
 
     def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
         """Up to ``max_records`` readable records from ``position`` (at least one when any is readable, even if it
         alone exceeds ``max_bytes``). Raises ``PositionLostError`` when ``position`` was deleted by retention and
         ``PositionAheadError`` when it is after ``end_position``."""
-        ...
-
-    def read_columns(
-        self,
-        dataset: str,
-        position: int,
-        max_records: int = 10_000,
-        max_bytes: int = 8 << 20,
-        columns: Collection[str] | None = None,
-    ) -> ColumnBatch:
-        """Like ``read``, with the records in columns (see ``ColumnBatch``); with ``columns``, a batch may hold only
-        those of its columns (a reader that needs a few of them does not decompress the others)."""
-        ...
-
-    def load_cursor(self, dataset: str, job_id: int) -> int | None:
-        """The saved position of job ``job_id`` in ``dataset``, or ``None`` when it has none."""
-        ...
-
-    def open_cursor(self, dataset: str, job_id: int) -> int:
-        """The job's saved position; for a job without one, the current end, saved before it is returned."""
-        ...
-
-    def save_cursor(self, dataset: str, job_id: int, position: int) -> None:
-        """Save the job's position durably; the records before it are durable when this returns."""
-        ...
-
-    def delete_cursor(self, dataset: str, job_id: int) -> None:
-        """Forget the job's position (a deleted job stops holding records back)."""
         ...
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -458,10 +473,10 @@ class SegmentedLogStore:
         ]
         self._accept(dataset, blocks, sum(len(block.payload) for block in blocks), batch.num_rows)
 
-    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch]) -> None:
-        """See ``LogStore.commit_columns``: the blocks are written with one ``write``, the segment is ``fsync``ed,
-        and only then are the records published to readers. Records that do not fit in what is left of the segment
-        start a new one. Raises ``LogStoreClosedError`` on a closed or read-only store."""
+    def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch], key: str | None = None) -> None:
+        """See ``LogStore.commit_columns`` (``key`` is not used): the blocks are written with one ``write``, the
+        segment is ``fsync``ed, and only then are the records published to readers. Records that do not fit in what
+        is left of the segment start a new one. Raises ``LogStoreClosedError`` on a closed or read-only store."""
         payloads = [
             (encode_batch(part, self.compression), part.num_rows)
             for batch in (conform(dataset, batch) for batch in batches if batch.num_rows)
@@ -582,6 +597,10 @@ class SegmentedLogStore:
         """See ``LogStore.oldest_position``."""
         published = self._published(dataset)
         return published.segments[0] if published.segments else published.end
+
+    def lag_records(self, dataset: str, position: int) -> int:
+        """See ``LogStore.lag_records``."""
+        return max(0, self.end_position(dataset) - position)
 
     def retention_outlook(self, dataset: str, position: int) -> RetentionOutlook:
         """See ``LogStore.retention_outlook``: the segments' sizes and age as the file system has them (a read-only

@@ -346,6 +346,13 @@ def read_sealed(directory: Path, period: int) -> list[tuple[int, bytes]]:
     return frames
 
 
+def sealed_identity(directory: Path, period: int) -> int:
+    """What tells a sealed period apart from an earlier one of the same number (a worker that finds its journal
+    empty numbers its periods from 0 again): its file's modification time in nanoseconds, which no longer changes
+    once the period is sealed. Raises ``FileNotFoundError`` when the period is gone."""
+    return _path(directory, period, _SEALED).stat().st_mtime_ns
+
+
 def delete_sealed(directory: Path, period: int) -> None:
     """Deletes a sealed period's file, once its rows are in the log store."""
     _path(directory, period, _SEALED).unlink(missing_ok=True)

@@ -51,9 +51,11 @@ _WARN_AGAIN_SECONDS: Final = 60.0
 
 
 class Partition(Protocol):
-    """What the watch reads of a partition's log store."""
+    """What the watch reads of a partition's log store (or of the log bus's streams)."""
 
     def end_position(self, dataset: str) -> int: ...
+
+    def lag_records(self, dataset: str, position: int) -> int: ...
 
     def retention_outlook(self, dataset: str, position: int) -> RetentionOutlook: ...
 
@@ -105,15 +107,18 @@ class RetentionWatch:
             try:
                 end = store.end_position(self.dataset)
                 outlook = store.retention_outlook(self.dataset, position)
+                held = store.lag_records(self.dataset, position)
+                previous = self._ends.get(index)
+                # records appended since the last look (positions need not be record offsets: the log bus's are not)
+                grown = store.lag_records(self.dataset, previous[1]) if previous is not None else 0
             except OSError as error:
                 log.warning("cannot look at a log store partition", job=self.job_id, error=str(error))
                 continue
-            previous = self._ends.get(index)
             self._ends[index] = (now, end)
-            undelivered += max(0, end - position)
-            if end <= position:
+            undelivered += held
+            if not held:
                 continue
-            left = min(left, _seconds_left(outlook, previous, now, end))
+            left = min(left, _seconds_left(outlook, previous, now, grown))
         UNDELIVERED.labels(self._label).set(undelivered)
         SECONDS_LEFT.labels(self._label).set(left)
         if left < self.warn_seconds and now - self._warned >= _WARN_AGAIN_SECONDS:
@@ -127,15 +132,16 @@ class RetentionWatch:
         return left
 
 
-def _seconds_left(outlook: RetentionOutlook, previous: tuple[float, int] | None, now: float, end: int) -> float:
-    """The nearer of the deadlines by size and by age for one partition."""
+def _seconds_left(outlook: RetentionOutlook, previous: tuple[float, int] | None, now: float, grown: int) -> float:
+    """The nearer of the deadlines by size and by age for one partition, which grew by ``grown`` records since the
+    ``previous`` look."""
     left = math.inf if outlook.seconds_left is None else outlook.seconds_left
     if outlook.bytes_left <= 0:
         return min(left, 0.0)
     if previous is not None and outlook.held_records > 0:
-        then, earlier_end = previous
+        then, _earlier_end = previous
         elapsed = now - then
-        if elapsed > 0 and end > earlier_end:
-            bytes_per_second = (end - earlier_end) / elapsed * (outlook.held_bytes / outlook.held_records)
+        if elapsed > 0 and grown > 0:
+            bytes_per_second = grown / elapsed * (outlook.held_bytes / outlook.held_records)
             left = min(left, outlook.bytes_left / bytes_per_second)
     return left
