@@ -166,7 +166,8 @@ def node_name(settings: Settings) -> str:
     if not node_id:
         node_id = secrets.token_hex(4)
         path.write_text(node_id + "\n", encoding="ascii")
-    return f"{socket.gethostname()}-{node_id}"[:100]
+    host = "".join(character for character in socket.gethostname() if "!" <= character <= "~" and character != "/")
+    return f"{host[:55]}-{node_id}"
 
 
 async def serve(settings: Settings) -> None:

@@ -355,8 +355,7 @@ class Settings(BaseSettings):
     )
     node_name: str | None = Field(
         default=None,
-        min_length=1,
-        max_length=100,
+        pattern=r"^[!-.0-~]{1,64}$",  # printable ASCII but "/", no space: it is part of the bus's publication keys
         description="this node's name in the cluster (edgeplane status, log publications); unset: the host's name "
         "and the data directory's id",
     )

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import structlog
@@ -14,11 +16,17 @@ import structlog
 from edgeplane.config import Settings
 from edgeplane.configuration.snapshot import SnapshotHolder, read_delivery_snapshot
 from edgeplane.logs.arrivals import Arrivals
+from edgeplane.logs.bus_connection import BusConnection, BusUnavailable
+from edgeplane.logs.bus_publisher import BusPublisher
+from edgeplane.logs.bus_source import BusSource
+from edgeplane.logs.bus_streams import StreamLimits, ensure_streams
+from edgeplane.logs.database_cursors import DatabaseCursors
 from edgeplane.logs.datasets import DATASETS
 from edgeplane.logs.delivery import DeliveryService
 from edgeplane.logs.destinations import DestinationPolicy
+from edgeplane.logs.job_leases import JobLeases, default_owner
 from edgeplane.logs.journal_intake import JournalIntake
-from edgeplane.logs.log_store import SegmentedLogStore
+from edgeplane.logs.log_store import LogReader, SegmentedLogStore
 from edgeplane.logs.partitions import journal_directory, journal_workers, partition_directory
 from edgeplane.logs.request_journal import seal_leftovers
 from edgeplane.logs.seal_watch import SealWatch
@@ -82,7 +90,9 @@ async def run_delivery(
     settings: Settings, database_url: str, *, workers: int, intake: bool = True, deliver: bool = True
 ) -> None:
     """Takes the journals of this machine's edge workers (``intake``) and runs the Logpush jobs (``deliver``) until
-    SIGINT or SIGTERM."""
+    SIGINT or SIGTERM. Without a log bus, the journals go into this machine's log stores and every job reads them;
+    with one (``settings.bus``), the journals are published to its streams and the jobs this process holds a lease
+    on read them there."""
     # Arrow's kernels run on the calling thread either way; its thread pools would only compete with the edge workers.
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
@@ -92,37 +102,123 @@ async def run_delivery(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
     arrivals = Arrivals()  # rung by the intake: idle jobs wait for it rather than look at the stores
-    stores = await asyncio.to_thread(open_partition_stores, settings, workers) if intake else {}
+    bus = _open_bus(settings, "intake" if intake and not deliver else "delivery")
+    background: list[asyncio.Task[None]] = []
+    if bus is not None:
+        background.append(asyncio.create_task(_ensure_streams(bus, settings, stopping), name="bus-streams"))
+    stores: dict[int, SegmentedLogStore] = {}
     ingesting: asyncio.Task[None] | None = None
     watch: SealWatch | None = None
     if intake:
-        journals = journal_intake(settings, stores)
+        if bus is None:
+            stores = await asyncio.to_thread(open_partition_stores, settings, workers)
+            journals = journal_intake(settings, stores)
+        else:
+            journals = await asyncio.to_thread(bus_intake, settings, workers, BusPublisher(bus))
         watch = SealWatch.open(journals.stores)
         ingesting = asyncio.create_task(_ingest_journals(journals, stopping, watch, arrivals))
     try:
-        if deliver:
-            await _deliver(settings, database, stores, arrivals, stopping)
-        else:
+        if not deliver:
             await stopping.wait()
+        elif bus is None:
+            await _deliver(settings, database, lambda: _partitions(settings, stores), arrivals, stopping, leases=None)
+        else:
+            leases = JobLeases(
+                database,
+                f"{settings.node_name or default_owner()}:{os.getpid()}",
+                ttl_seconds=settings.bus.lease_seconds,
+            )
+            source = BusSource(bus, DatabaseCursors(database, leases))
+            await _deliver(settings, database, lambda: [source], arrivals, stopping, leases=leases)
     finally:
         stopping.set()
         if ingesting is not None:
             await ingesting  # ends with a last ingest: the edge workers have stopped and sealed their journals
         if watch is not None:
             watch.close()
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         for store in stores.values():
             await asyncio.to_thread(store.close)
+        if bus is not None:
+            await asyncio.to_thread(bus.close)
         database.close()
+
+
+def _open_bus(settings: Settings, part: str) -> BusConnection | None:
+    """The connection to the log bus, when there is one; it connects (and reconnects) in the background."""
+    if settings.bus.url is None:
+        return None
+    return BusConnection(settings.bus.servers, name=f"edgeplane-{part}-{settings.node_name or os.getpid()}")
+
+
+def stream_limits(settings: Settings) -> StreamLimits:
+    """The streams' settings, from ``[bus]``."""
+    return StreamLimits(
+        replicas=settings.bus.stream_replicas,
+        max_age_seconds=settings.bus.retention_seconds,
+        max_bytes=settings.bus.retention_bytes,
+        duplicate_window_seconds=min(settings.bus.duplicate_window_seconds, settings.bus.retention_seconds),
+    )
+
+
+async def _ensure_streams(bus: BusConnection, settings: Settings, stopping: asyncio.Event) -> None:
+    """Creates (or updates) the datasets' streams, trying again until the bus answers: until then, publishing and
+    reading fail and are tried again by their own loops."""
+    pause = 0.5
+    while not stopping.is_set():
+        try:
+            await asyncio.to_thread(ensure_streams, bus, DATASETS, stream_limits(settings))
+        except BusUnavailable as error:
+            log.warning("cannot set up the log bus's streams; trying again", error=str(error), pause=pause)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), pause)
+            pause = min(pause * 2, 10.0)
+            continue
+        log.info("log bus streams ready", servers=settings.bus.servers, replicas=settings.bus.stream_replicas)
+        return
+
+
+def bus_intake(settings: Settings, workers: int, publisher: BusPublisher) -> JournalIntake:
+    """The intake of each worker's journal to the bus, under this node's name (the publications' keys): the
+    journals of the ``workers`` configured and of any other worker that left one (sealed here: no one writes it)."""
+    journal_owners = sorted(set(range(workers)) | set(journal_workers(settings.data_dir)))
+    for worker in journal_owners:
+        if worker >= workers:
+            seal_leftovers(journal_directory(settings.data_dir, worker))
+    return JournalIntake(
+        {journal_directory(settings.data_dir, worker): publisher for worker in journal_owners},
+        node_id=settings.node_name or f"pid{os.getpid()}",
+    )
+
+
+def _partitions(settings: Settings, stores: dict[int, SegmentedLogStore]) -> list[LogReader]:
+    """Read-only views of the partitions' stores for the jobs, with the writer's retention bounds (a job's retention
+    watch estimates by them)."""
+    return [
+        SegmentedLogStore(
+            partition_directory(settings.data_dir, worker),
+            writable=False,
+            retention_bytes=settings.logs.retention_bytes,
+            retention_seconds=settings.logs.retention_seconds,
+        )
+        for worker in stores
+    ]
 
 
 async def _deliver(
     settings: Settings,
     database: Database,
-    stores: dict[int, SegmentedLogStore],
+    partitions: Callable[[], Sequence[LogReader]],
     arrivals: Arrivals,
     stopping: asyncio.Event,
+    *,
+    leases: JobLeases | None,
 ) -> None:
-    """Runs every enabled Logpush job over the partitions' stores, following the configuration, until ``stopping``."""
+    """Runs the enabled Logpush jobs (with ``leases``, those this process holds) over ``partitions``, following the
+    configuration, until ``stopping``."""
     # The delivery process's view: the jobs and zones, and no firewall compiled (delivery evaluates none).
     snapshots = SnapshotHolder(await asyncio.to_thread(read_delivery_snapshot, database))
     configuration_changed = asyncio.Event()
@@ -135,23 +231,16 @@ async def _deliver(
         on_change=configuration_changed.set,
     )
     follower = asyncio.create_task(following.run())
-    # Read-only views for the jobs, with the writer's retention bounds: a job's retention watch estimates by them.
-    partitions = [
-        SegmentedLogStore(
-            partition_directory(settings.data_dir, worker),
-            writable=False,
-            retention_bytes=settings.logs.retention_bytes,
-            retention_seconds=settings.logs.retention_seconds,
-        )
-        for worker in stores
-    ]
+    views = partitions()
     service = DeliveryService(
-        lambda: partitions,
+        lambda: views,
         DatabaseJobStatus(database),
         policy=DestinationPolicy.from_settings(settings),
         retry_max_seconds=settings.logs.upload_retry_max_seconds,
         arrivals=arrivals,
+        leases=leases,
     )
+    keeper = asyncio.create_task(service.keep_leases(), name="delivery-leases")
     try:
         while not stopping.is_set():
             configuration_changed.clear()
@@ -159,6 +248,9 @@ async def _deliver(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(stopping, configuration_changed), RECONCILE_SECONDS)
     finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
         await service.stop()
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError):
