@@ -239,6 +239,46 @@ def delivery(
         uvloop.run(run_delivery(settings, database_url, workers=workers, intake=intake, deliver=deliver))
 
 
+@app.command()
+def status(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML settings file (default: <data dir>/edgeplane.toml)."),
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="The data directory of this node.")] = None,
+    database_url: Annotated[str | None, typer.Option("--database-url", help="The cluster's database.")] = None,
+    bus: Annotated[str | None, typer.Option("--bus", help="nats://HOST:PORT[,...] of the log bus.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False,
+) -> None:
+    """Show the cluster: its nodes, each Logpush job's lease holder, cursor and lag, and the log bus's streams."""
+    import json
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from edgeplane.cluster_status import read_cluster_state, render_cluster_state
+    from edgeplane.config import ConfigError, load_settings
+    from edgeplane.structured_logging import configure_logging
+
+    configure_logging(level="warning", fmt="console")  # on stderr: stdout is the state
+
+    overrides: dict[str, Any] = {
+        "data_dir": data_dir,
+        "database_url": database_url,
+        "bus": {"url": bus} if bus is not None else None,
+    }
+    try:
+        settings = load_settings(config_file=config, overrides=overrides)
+    except ConfigError as exc:
+        typer.echo(f"edgeplane: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        state = read_cluster_state(settings)
+    except SQLAlchemyError as exc:
+        typer.echo(f"edgeplane: cannot read the cluster's database: {exc.__class__.__name__}: {exc.args[0]}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(state.as_json(), indent=2) if as_json else render_cluster_state(state))
+
+
 logs_app = typer.Typer(help="The request logs the edge records (the datasets Logpush jobs push).")
 app.add_typer(logs_app, name="logs")
 

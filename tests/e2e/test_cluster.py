@@ -15,6 +15,8 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -58,7 +60,7 @@ class Cluster:
         settings = (
             '[logs.destinations]\nallowed_networks = ["127.0.0.0/8"]\n'
             "[logs]\nupload_retry_max_seconds = 2\n"
-            f"[bus]\nstream_replicas = 3\nlease_seconds = {LEASE_SECONDS}\n"
+            f"[bus]\nstream_replicas = 3\nlease_seconds = {LEASE_SECONDS}\nretention_bytes = {256 << 20}\n"
         )
         node = ClusterNodeProcess(
             role,
@@ -289,3 +291,39 @@ def test_nothing_answered_is_lost_when_nodes_die(cluster: Cluster) -> None:
     assert duplicates <= BATCH, f"{duplicates} duplicates (seed {seed})"
     status = [node.readiness() for node in cluster.edges]
     assert all(body is not None and body["ready"] for body in status), status
+
+
+def test_status_shows_the_cluster(cluster: Cluster) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edgeplane",
+            "status",
+            "--data-dir",
+            str(cluster.root / "status"),
+            "--database-url",
+            cluster.database_url,
+            "--bus",
+            ",".join(cluster.nats.urls),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    state = json.loads(result.stdout)
+    assert not state["single_machine"]
+    alive = Counter(node["role"] for node in state["nodes"] if node["alive"])
+    assert alive["api"] == 1
+    assert alive["edge"] == 3
+    assert alive["delivery"] >= 1  # the one killed may still be listed, as gone
+    jobs = [job for job in state["jobs"] if job["enabled"]]
+    assert jobs
+    assert all(job["lease_owner"] for job in jobs), jobs
+    assert all(job["lag_records"] is not None for job in jobs), jobs
+    streams = {stream["dataset"]: stream for stream in state["streams"]}
+    assert streams["http_requests"]["replicas"] == 3
+    assert streams["http_requests"]["leader"]
+    assert streams["http_requests"]["last_sequence"] > 0
