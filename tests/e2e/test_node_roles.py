@@ -4,6 +4,8 @@ database or bus, what an API node starts and registers, and what its ops listene
 
 from __future__ import annotations
 
+import gzip
+import json
 import subprocess
 import sys
 import time
@@ -17,6 +19,8 @@ from edgeplane.store.cluster_nodes import registered_nodes
 from edgeplane.store.database import Database
 from tests.support.anvil import free_port
 from tests.support.cluster_node import ClusterNodeProcess
+from tests.support.edgeplane import EdgeplaneProcess
+from tests.support.nats_server import NatsCluster
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.e2e
@@ -108,3 +112,43 @@ def test_a_delivery_node_without_its_bus_is_not_ready(postgres: PostgresServer, 
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_one_machine_with_a_bus_delivers_through_it(tmp_path: Path) -> None:
+    # The role ``all`` with ``--bus``: the intake publishes the journals to the bus and delivery reads them there,
+    # holding leases on SQLite (one machine, one JetStream server).
+    nats = NatsCluster(size=1).start()
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "edgeplane.toml").write_text(f"[bus]\nstream_replicas = 1\nretention_bytes = {64 << 20}\n")
+    try:
+        with EdgeplaneProcess(data_dir, extra_args=("--bus", nats.urls[0], "--edge-workers", "1")) as service:
+            service.v4(
+                "POST",
+                "/zones/{zone}/logpush/jobs",
+                json={
+                    "dataset": "http_requests",
+                    **service.file_destination("bus/{DATE}"),
+                    "output_options": {"field_names": ["RayID"]},
+                    "max_upload_records": 1000,
+                    "enabled": True,
+                },
+            )
+            time.sleep(1)  # the job's cursor is placed at the stream's end when delivery first runs it
+            body = {"jsonrpc": "2.0", "method": "eth_chainId", "params": [], "id": 1}
+            with httpx.Client(timeout=30) as client:
+                rays = {client.post(service.rpc_url(), json=body).headers["cf-ray"].split("-")[0] for _ in range(1000)}
+            out = data_dir / "destinations" / "bus"
+            deadline = time.monotonic() + 60
+            delivered: list[str] = []
+            while time.monotonic() < deadline and len(delivered) < 1000:
+                time.sleep(0.25)
+                delivered = [
+                    json.loads(line)["RayID"]
+                    for path in sorted(out.rglob("*.log.gz"))
+                    for line in gzip.decompress(path.read_bytes()).splitlines()
+                ]
+            assert sorted(delivered) == sorted(rays)
+            assert not list((data_dir / "logs").rglob("*.seg")), "records went through the bus, not the local store"
+    finally:
+        nats.stop()

@@ -330,6 +330,10 @@ class JobDelivery:
             self.partitions[index].save_cursor(self.plan.dataset.name, self.plan.job_id, position)
 
 
+def _enabled_jobs(snapshot: DeliverySnapshot) -> frozenset[int]:
+    return frozenset(job.id for job in snapshot.logpush_jobs if job.enabled)
+
+
 def _sampled(block: pa.RecordBatch, mask: pa.Array | None, keep: Callable[[dict[str, Any]], bool]) -> pa.Array:
     """``mask`` narrowed by the sampling decision, which depends only on a record's ``RayID``; a record without
     one is decided on its needed columns (the per-record path decides it on the whole record)."""
@@ -391,6 +395,9 @@ class DeliveryService:
         self._snapshot: DeliverySnapshot | None = None
         self._stopped = False
         self._claiming: asyncio.Future[Any] | None = None  # the keeper's claim under way, awaited by ``stop``
+        # Set when the enabled jobs change: the keeper claims at once rather than at its next turn, so that a new
+        # job starts as soon as the configuration says so, as it does without leases.
+        self._jobs_changed = asyncio.Event()
         self._status = status
         self._retry_max_seconds = retry_max_seconds
         self._destination = destination_factory or (
@@ -402,7 +409,9 @@ class DeliveryService:
         """Starts, restarts and stops job deliveries to match ``snapshot`` (and, with leases, the leases held)."""
         if self._stopped:
             return
-        self._snapshot = snapshot
+        previous, self._snapshot = self._snapshot, snapshot
+        if previous is None or _enabled_jobs(previous) != _enabled_jobs(snapshot):
+            self._jobs_changed.set()
         leases = self._leases
         wanted = {
             job.id: job for job in snapshot.logpush_jobs if job.enabled and (leases is None or leases.holds(job.id))
@@ -459,10 +468,11 @@ class DeliveryService:
         while not self._stopped:
             snapshot = self._snapshot
             claiming: asyncio.Future[Any]
+            self._jobs_changed.clear()
             if snapshot is None:  # no configuration yet: be counted as a member all the same
                 claiming = asyncio.ensure_future(asyncio.to_thread(leases.heartbeat))
             else:
-                jobs = [job.id for job in snapshot.logpush_jobs if job.enabled]
+                jobs = sorted(_enabled_jobs(snapshot))
                 claiming = asyncio.ensure_future(asyncio.to_thread(leases.claim, jobs))
             self._claiming = claiming
             try:
@@ -480,7 +490,8 @@ class DeliveryService:
                 failing = False
             if snapshot is not None:
                 self.reconcile(snapshot)
-            await asyncio.sleep(period)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._jobs_changed.wait(), period)
 
     async def stop(self, *, release: bool = True) -> None:
         """Stops every delivery (a batch not yet uploaded is read again next time) and, with leases, gives them
