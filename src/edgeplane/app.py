@@ -1,8 +1,11 @@
-"""The supervisor: ``edgeplane serve`` binds the edge and API listeners, prepares the configuration database and the
-development chain, and runs every edge worker, the API and the Logpush delivery as child processes, started again when
-they die, until a signal. It serves no traffic itself: a crash or an exhaustion of the API (or of an edge worker)
-takes only that child, and connections made while a child restarts wait in the backlog of the listening socket this
-process keeps open."""
+"""The supervisor: ``edgeplane serve`` binds the listeners of its node's role, prepares the configuration database and
+the development chain, and runs the parts of the role as child processes, started again when they die, until a
+signal: with the role ``all`` (one machine, the default) every edge worker, the API and the Logpush delivery;
+``edge``, ``api`` and ``delivery`` are the parts of a cluster (docs/scale.md). It serves no traffic itself: a crash
+or an exhaustion of the API (or of an edge worker) takes only that child, and connections made while a child
+restarts wait in the backlog of the listening socket this process keeps open. Beside supervising, it answers the
+node's health and readiness (``--ops-port``, ``edgeplane.node_checks``) and, in a cluster, records the node's
+heartbeat in the register of nodes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The delivery process that ``edgeplane serve`` starts: takes the edge workers' request journals into their log
-stores (``edgeplane.logs.journal_intake``; this process is the stores' one writer), follows the configuration, and
-runs every enabled Logpush job over the log stores of all edge workers."""
+"""The delivery process that ``edgeplane serve`` starts: takes the edge workers' request journals (into their log
+stores, this process being the stores' one writer, or to the log bus, ``edgeplane.logs.bus_publisher``), follows the
+configuration, and runs the enabled Logpush jobs: over the log stores of all edge workers, or, with a bus, over its
+streams for the jobs this process holds a lease on (``edgeplane.logs.job_leases``). A node of the role ``edge`` runs
+only the intake, one of the role ``delivery`` only the jobs."""
 
 from __future__ import annotations
 
