@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeplane.config import ConfigError, load_settings
+from edgeplane.config import ConfigError, load_settings, redacted_url
 
 
 @pytest.fixture(autouse=True)
@@ -129,3 +129,24 @@ def test_missing_config_file(tmp_path: Path) -> None:
 def test_bad_upstream_flags(flag: str) -> None:
     with pytest.raises(ConfigError):
         load_settings(upstreams=[flag])
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("nats://127.0.0.1:4222", "nats://127.0.0.1:4222"),
+        ("nats://user:s3cret@bus.example:4222", "nats://***@bus.example:4222"),
+        ("tls://t0ken@[::1]:4222", "tls://***@[::1]:4222"),
+        ("postgresql://edgeplane:pw@db/edgeplane", "postgresql://***@db/edgeplane"),
+        ("nats://host:notaport", "(not a URL)"),
+    ],
+)
+def test_urls_are_shown_without_their_credentials(url: str, shown: str) -> None:
+    assert redacted_url(url) == shown
+
+
+def test_a_bad_bus_url_is_refused_without_echoing_its_credentials() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(overrides={"bus": {"url": "http://user:s3cret@bus.example:4222"}})
+    assert "s3cret" not in str(refused.value)
+    assert "nats://" in str(refused.value)

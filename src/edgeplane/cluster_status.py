@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from edgeplane.config import Settings
+from edgeplane.config import Settings, redacted_url
 from edgeplane.logs.bus_connection import BusConnection, BusUnavailable
 from edgeplane.logs.bus_source import BusSource, SharedCursors
 from edgeplane.logs.bus_streams import stream_name
@@ -186,7 +186,7 @@ def _read(settings: Settings, database: Database) -> ClusterState:
             connection.close()
     return ClusterState(
         database=database.engine.url.render_as_string(hide_password=True),
-        bus=settings.bus.servers,
+        bus=[redacted_url(server) for server in settings.bus.servers],
         single_machine=not in_cluster and settings.bus.url is None,
         nodes=nodes,
         delivery_members=members,

@@ -288,6 +288,22 @@ class WafSettings(BaseModel):
     )
 
 
+def redacted_url(url: str) -> str:
+    """``url`` as it may be logged or shown: its scheme, host, port and path, and ``***@`` for the credentials it
+    carries (``nats://user:password@host:port``, ``nats://token@host:port``, ``postgresql://user:password@…``),
+    never the credentials themselves."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "(not a URL)"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    credentials = "***@" if parts.username is not None or parts.password is not None else ""
+    return f"{parts.scheme}://{credentials}{host}{port}{parts.path}"
+
+
 Role = Literal["all", "edge", "api", "delivery"]
 
 
@@ -329,12 +345,12 @@ class BusSettings(BaseModel):
         for part in url.split(","):
             split = urlsplit(part.strip())
             if split.scheme not in ("nats", "tls") or not split.hostname:
-                raise ValueError(f"not a nats://HOST:PORT URL: {part.strip()!r}")
+                raise ValueError(f"not a nats://HOST:PORT URL: {redacted_url(part.strip())!r}")
         return url
 
     @property
     def servers(self) -> list[str]:
-        """The servers' URLs, one by one."""
+        """The servers' URLs, one by one (with their credentials: log ``redacted_url`` of them)."""
         return [part.strip() for part in (self.url or "").split(",") if part.strip()]
 
 

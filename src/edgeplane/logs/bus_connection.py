@@ -31,6 +31,8 @@ import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from edgeplane.config import redacted_url
+
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
@@ -83,7 +85,7 @@ class BusConnection:
         )
         self._jetstream = self._client.jetstream(timeout=self.timeout)
         url = self._client.connected_url
-        log.info("log bus connected", server=url.netloc if url else "")
+        log.info("log bus connected", server=redacted_url(url.geturl()) if url else "")
 
     async def _on_error(self, error: Exception) -> None:
         now = time.monotonic()
@@ -97,7 +99,7 @@ class BusConnection:
 
     async def _on_reconnected(self) -> None:
         url = self._client.connected_url
-        log.info("log bus reconnected", server=url.netloc if url else "")
+        log.info("log bus reconnected", server=redacted_url(url.geturl()) if url else "")
 
     @property
     def connected(self) -> bool:
@@ -135,7 +137,9 @@ class BusConnection:
                 return await work(jetstream)
         except TimeoutError:
             if not self._client.is_connected:
-                raise BusUnavailable(f"not connected to the log bus ({', '.join(self.servers)})") from None
+                raise BusUnavailable(
+                    f"not connected to the log bus ({', '.join(redacted_url(server) for server in self.servers)})"
+                ) from None
             raise BusUnavailable(f"the log bus did not answer within {bound} s") from None
 
     def max_payload(self) -> int:
@@ -193,9 +197,9 @@ def check_servers(servers: Sequence[str]) -> tuple[str, ...]:
             parts = urlsplit(url)
             port = parts.port
         except ValueError:
-            raise ValueError(f"log bus server {url!r} is not a URL nats://host:port") from None
+            raise ValueError(f"log bus server {redacted_url(url)!r} is not a URL nats://host:port") from None
         if parts.scheme not in _SCHEMES or not parts.hostname or port is None or parts.path not in ("", "/"):
-            raise ValueError(f"log bus server {url!r} is not a URL nats://host:port")
+            raise ValueError(f"log bus server {redacted_url(url)!r} is not a URL nats://host:port")
     return tuple(servers)
 
 

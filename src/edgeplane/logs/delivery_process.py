@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 import structlog
 
-from edgeplane.config import Settings
+from edgeplane.config import Settings, redacted_url
 from edgeplane.configuration.snapshot import SnapshotHolder, read_delivery_snapshot
 from edgeplane.logs.arrivals import Arrivals
 from edgeplane.logs.bus_connection import BusConnection, BusUnavailable
@@ -179,7 +179,11 @@ async def _ensure_streams(bus: BusConnection, settings: Settings, stopping: asyn
                 await asyncio.wait_for(stopping.wait(), pause)
             pause = min(pause * 2, 10.0)
             continue
-        log.info("log bus streams ready", servers=settings.bus.servers, replicas=settings.bus.stream_replicas)
+        log.info(
+            "log bus streams ready",
+            servers=[redacted_url(server) for server in settings.bus.servers],
+            replicas=settings.bus.stream_replicas,
+        )
         return
 
 
