@@ -327,3 +327,20 @@ def test_status_shows_the_cluster(cluster: Cluster) -> None:
     assert streams["http_requests"]["replicas"] == 3
     assert streams["http_requests"]["leader"]
     assert streams["http_requests"]["last_sequence"] > 0
+
+
+def test_each_node_reports_its_metrics(cluster: Cluster) -> None:
+    for edge in cluster.edges:
+        text = httpx.get(f"{edge.ops_url}/metrics", timeout=10).text
+        assert "edgeplane_log_records_emitted_total" in text
+        assert "edgeplane_log_bus_connected 1.0" in text
+    held = 0.0
+    for delivery in cluster.deliveries:
+        if not delivery.running:
+            continue
+        text = httpx.get(f"{delivery.ops_url}/metrics", timeout=10).text
+        assert "edgeplane_log_bus_connected 1.0" in text
+        held += sum(
+            float(line.split()[-1]) for line in text.splitlines() if line.startswith("edgeplane_logpush_jobs_held")
+        )
+    assert held >= 1

@@ -30,6 +30,7 @@ import nats.errors
 import structlog
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from prometheus_client import Gauge
 
 from edgeplane.config import redacted_url
 
@@ -42,6 +43,13 @@ _RECONNECT_WAIT_SECONDS: Final = 0.5
 _CLOSE_SECONDS: Final = 5.0
 _ERROR_LOG_SECONDS: Final = 10.0  # the client reports each failed attempt; one warning per this often is enough
 _SCHEMES: Final = ("nats", "tls")
+
+
+BUS_CONNECTED = Gauge(
+    "edgeplane_log_bus_connected",
+    "1 while every process of this node that uses the log bus is connected to it, else 0.",
+    multiprocess_mode="livemin",
+)
 
 
 class BusUnavailable(OSError):
@@ -85,6 +93,7 @@ class BusConnection:
         )
         self._jetstream = self._client.jetstream(timeout=self.timeout)
         url = self._client.connected_url
+        BUS_CONNECTED.set(1)
         log.info("log bus connected", server=redacted_url(url.geturl()) if url else "")
 
     async def _on_error(self, error: Exception) -> None:
@@ -94,11 +103,13 @@ class BusConnection:
             log.warning("log bus connection error", error=f"{type(error).__name__}: {error}")
 
     async def _on_disconnected(self) -> None:
+        BUS_CONNECTED.set(0)
         if not self._closed:
             log.warning("log bus disconnected; reconnecting")
 
     async def _on_reconnected(self) -> None:
         url = self._client.connected_url
+        BUS_CONNECTED.set(1)
         log.info("log bus reconnected", server=redacted_url(url.geturl()) if url else "")
 
     @property

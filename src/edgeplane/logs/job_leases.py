@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterable
 
+from prometheus_client import Gauge
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
@@ -33,6 +34,13 @@ from edgeplane.store.delivery_models import DeliveryMember, JobLease
 
 # A member whose heartbeat is older than this is forgotten (it crashed: a clean stop removes its row at once).
 _FORGET_MEMBER_SECONDS = 86_400.0
+
+
+JOBS_HELD = Gauge(
+    "edgeplane_logpush_jobs_held",
+    "Logpush jobs the delivery processes of this node hold a lease on.",
+    multiprocess_mode="livesum",
+)
 
 
 class LeaseLostError(Exception):
@@ -133,6 +141,7 @@ class JobLeases:
         with self._lock:
             self._held = held
             self._valid_until = started + self.ttl_seconds
+        JOBS_HELD.set(len(held))
         return frozenset(held)
 
     def holds(self, job_id: int) -> bool:

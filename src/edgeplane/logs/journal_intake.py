@@ -49,10 +49,13 @@ _UNCONVERTED = (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError)
 
 RECORDS_REFUSED = Counter(
     "edgeplane_log_records_refused_total",
-    "Log records the log store could not commit (its disk failed), counted at each try; they stay in the journal.",
+    "Log records the log store or the bus could not commit (a failing disk, an unreachable bus), counted at each "
+    "try; they stay in the journal.",
     ["dataset"],
 )
-RECORDS_EMITTED = Counter("edgeplane_log_records_emitted_total", "Log records committed to the log store.", ["dataset"])
+RECORDS_EMITTED = Counter(
+    "edgeplane_log_records_emitted_total", "Log records committed to the log store or the log bus.", ["dataset"]
+)
 
 _NODE_ID: Final = re.compile(r"[!-.0-~]{1,64}")  # printable ASCII without spaces or "/": a part of a key
 
