@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 import edgeplane.configuration.snapshot as snapshot_module
 import edgeplane.propagation.follower as follower_module
@@ -277,4 +278,38 @@ async def test_postgresql_announces_a_version_to_a_follower_with_no_channel(
                 assert asyncio.get_running_loop().time() - started < 1.0
     finally:
         await hub.close()
+        database.close()
+
+
+async def test_a_follower_that_lost_its_database_connection_catches_up_by_version(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ends the follower's LISTEN connection (as a restart or a network cut would); the versions committed
+    before it listens again are never announced to it, yet it applies the latest once it is back."""
+    monkeypatch.setattr(follower_module, "CHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(follower_module, "RECONNECT_FIRST_SECONDS", 1.0)  # a window in which changes go unheard
+    database = Database(postgres.fresh_database("propagation_reconnect"))
+    database.migrate()
+    try:
+        async with _following(database, None) as snapshots:
+            await asyncio.sleep(0.5)  # the follower's LISTEN is in place
+
+            def cut() -> int:
+                with database.engine.connect() as connection:
+                    ended = connection.execute(
+                        text(
+                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                            "WHERE query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()"
+                        )
+                    ).scalar_one()
+                    connection.commit()
+                return int(ended)
+
+            assert await asyncio.to_thread(cut) == 1
+            version = await asyncio.to_thread(_bump, database)  # announced while no one listens
+            await asyncio.to_thread(database.engine.dispose)
+            await _until(
+                lambda: snapshots.current.version == version, seconds=5.0, what="the follower did not catch up"
+            )
+    finally:
         database.close()
