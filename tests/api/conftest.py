@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -15,29 +14,7 @@ from edgeplane.api.asgi import build_api_app
 from edgeplane.api.endpoint import ControlPlane
 from edgeplane.bootstrap import ensure_bootstrap
 from edgeplane.logs.destinations import DestinationPolicy
-from edgeplane.store.database import Database, default_database_url
-from tests.support.postgres import PostgresServer
-
-_databases = count()
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    if request.param == "sqlite":
-        url = default_database_url(tmp_path)
-    else:
-        url = request.getfixturevalue("postgres").fresh_database(f"test_{next(_databases)}")
-    database = Database(url)
-    database.migrate()
-    yield database
-    database.close()
+from edgeplane.store.database import Database
 
 
 class Api:

@@ -19,7 +19,6 @@ import pytest
 
 from tests.support.anvil import AnvilNode
 from tests.support.edgeplane import EdgeplaneProcess
-from tests.support.postgres import PostgresServer
 from tests.support.raw_http import connect, read_response
 
 pytestmark = pytest.mark.e2e
@@ -33,13 +32,6 @@ REQUEST = (
 )
 WORKERS = 2
 BOUND_SECONDS = 2.0  # api.propagation_timeout_seconds, the default
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer().start()
-    yield server
-    server.stop()
 
 
 def _start(data_dir: Path, anvil: AnvilNode, database_url: str | None) -> EdgeplaneProcess:

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,13 +23,6 @@ from tests.support.nats_server import NatsCluster
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer().start()
-    yield server
-    server.stop()
 
 
 def serve(*arguments: str) -> subprocess.CompletedProcess[str]:

@@ -37,13 +37,6 @@ def database(tmp_path: Path) -> Iterator[Database]:
     database.close()
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer().start()
-    yield server
-    server.stop()
-
-
 def _bump(database: Database) -> int:
     with database.session() as session:
         bump_config_version(session)

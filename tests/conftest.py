@@ -1,5 +1,5 @@
-"""The configuration database of the delivery lease tests: SQLite in the test's directory, and PostgreSQL on a real
-server started once per test module."""
+"""Fixtures shared by the suite: the configuration database, on SQLite and on a real PostgreSQL server the suite
+starts itself (once per test process). A directory or module that needs another database defines its own."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.support.postgres import PostgresServer
 _databases = count()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
     server = PostgresServer().start()
     yield server
@@ -28,7 +28,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
     if request.param == "sqlite":
         url = default_database_url(tmp_path)
     else:
-        url = request.getfixturevalue("postgres").fresh_database(f"logs_{next(_databases)}")
+        url = request.getfixturevalue("postgres").fresh_database(f"test_{next(_databases)}")
     database = Database(url)
     database.migrate()
     yield database
