@@ -10,9 +10,10 @@ the delivery processes whose scaling is measured here; ``--replicas 3`` runs a c
 does, to see what the replication costs.
 
 **The jobs** (``http_requests``, S3 destination, ``max_upload_records`` ``--batch``, interval 300 s), created
-disabled: the first four on the zone, the others on the account (the API allows four of each); odd ones with
-``bench/pipeline.py``'s filter (five conditions, about a quarter of the records pass) and its 10 fields, even ones
-unfiltered with every field.
+disabled: the first four on the zone, the others on the account (the API allows four of each); by default in turn
+filtered (``bench/pipeline.py``'s filter: five conditions, about a quarter of the records pass; its 10 fields) and
+unfiltered (every field); ``--mix filtered`` or ``--mix unfiltered`` makes them all of one kind, to see what each
+kind costs.
 
 **Publishing.** ``--records`` records from ``bench/pipeline.py``'s ``edge_records`` (shaped as the edge writes them;
 every record in the API's zone) are cut into sealed periods of ``--period-records`` (8192: an edge worker's period
@@ -210,11 +211,12 @@ def s3_conf(seaweed: SeaweedS3, prefix: str) -> str:
     )
 
 
-def create_jobs(cluster: Cluster, count: int, batch: int) -> list[Job]:
+def create_jobs(cluster: Cluster, count: int, batch: int, mix: str) -> list[Job]:
+    """``count`` disabled jobs: filtered and unfiltered in turn (``mix`` "mixed"), or all of one kind."""
     jobs = []
     for index in range(count):
         scope = "zones/{zone}" if index < JOBS_PER_SCOPE else "accounts/{account}"
-        filtered = index % 2 == 0
+        filtered = index % 2 == 0 if mix == "mixed" else mix == "filtered"
         prefix = f"job-{index}"
         body: dict[str, Any] = {
             "dataset": DATASET,
@@ -481,7 +483,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         seaweed.client().create_bucket(Bucket=BUCKET)
         cluster = Cluster(postgres, nats, seaweed, root, postgres.fresh_database("bench"), args.replicas)
         cluster.api = cluster.node("api", "api").start()
-        jobs = create_jobs(cluster, args.jobs, args.batch)
+        jobs = create_jobs(cluster, args.jobs, args.batch, args.mix)
         records, selected = stream_records(
             args.records, args.batch, cluster.api.credentials["zone_name"], selector(cluster), args.seed
         )
@@ -528,6 +530,7 @@ def document(
         return {
             "records_per_second": statistics.median(job_records / r.seconds for r in items),
             "delivery_cpu_us_per_record_job": statistics.median(r.cpu / job_records * 1e6 for r in items),
+            "records_per_delivery_cpu_second": statistics.median(job_records / r.cpu for r in items),
             "cores_used": statistics.median(r.cpu / r.seconds for r in items),
             "seconds": statistics.median(r.seconds for r in items),
             "start_seconds": statistics.median(r.start_seconds for r in items),
@@ -553,6 +556,7 @@ def document(
         "stream_records": stream_records,
         "jobs": len(jobs),
         "filtered_jobs": sum(job.filtered for job in jobs),
+        "mix": args.mix,
         "batch": args.batch,
         "replicas": args.replicas,
         "publish": {
@@ -587,13 +591,15 @@ def report(result: dict[str, Any]) -> None:
         "machine's, and those of processes outside the benchmark)"
     )
     print(
-        f"  {'nodes':>5} {'records/s':>10} {'vs 1 node':>9} {'wall s':>7} {'cores':>5} {'delivery':>8} "
-        f"{'JetStream':>9} {'Postgres':>8} {'S3':>6} {'to lease':>8} {'dups':>5} {'machine':>7} {'others':>6}"
+        f"  {'nodes':>5} {'records/s':>10} {'vs 1 node':>9} {'per CPU-s':>9} {'wall s':>7} {'cores':>5} "
+        f"{'delivery':>8} {'JetStream':>9} {'Postgres':>8} {'S3':>6} {'to lease':>8} {'dups':>5} "
+        f"{'machine':>7} {'others':>6}"
     )
     for count, row in result["delivery"].items():
         ratio = result["throughput_against_one_node"].get(f"{count}/1", {"median": 1.0})["median"]
         print(
-            f"  {count:>5} {row['records_per_second']:>10,.0f} {ratio:>9.2f} {row['seconds']:>7.1f} "
+            f"  {count:>5} {row['records_per_second']:>10,.0f} {ratio:>9.2f} "
+            f"{row['records_per_delivery_cpu_second']:>9,.0f} {row['seconds']:>7.1f} "
             f"{row['cores_used']:>5.2f} {row['delivery_cpu_us_per_record_job']:>8.2f} "
             f"{row['jetstream_cpu_us_per_record_job']:>9.3f} {row['postgres_cpu_us_per_record_job']:>8.3f} "
             f"{row['s3_cpu_us_per_record_job']:>6.2f} {row['start_seconds']:>8.2f} {row['duplicates']:>5} "
@@ -612,6 +618,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--period-records", type=int, default=8192, help="records of a sealed period (a message)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of 1, 2 and 3 delivery nodes")
     parser.add_argument("--replicas", type=int, choices=(1, 3), default=1, help="JetStream servers (and replicas)")
+    parser.add_argument(
+        "--mix",
+        choices=("mixed", "filtered", "unfiltered"),
+        default="mixed",
+        help="the jobs: filtered and unfiltered in turn, or all of one kind (what each kind costs)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
