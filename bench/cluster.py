@@ -30,8 +30,10 @@ stream's start in the database (``job_cursors``), N fresh delivery nodes are sta
 jobs are enabled through the API (the clock starts), and the cursors are polled until every job's reaches the
 stream's end (the clock stops: the last upload is confirmed). CPU is read from ``/proc`` over the same interval:
 the delivery nodes (every process of each node's session), the JetStream server, PostgreSQL (the postmaster and
-its backends) and SeaweedFS. Then the jobs are disabled, the nodes stopped, and the objects read back: every
-job's objects must hold each record it selects at least once; duplicates are counted and printed.
+its backends), SeaweedFS, and the whole machine (``/proc/stat``): on a shared machine, what the other sessions take
+shows there, and the ratios mean little once the machine's cores are all busy. Then the jobs are disabled, the
+nodes stopped, and the objects read back: every job's objects must hold each record it selects at least once;
+duplicates are counted and printed.
 
 Figures: records delivered per second (jobs times records over the wall-clock time), delivery CPU per record and
 job, and the throughput of N = 2 and 3 against N = 1 of the same round (the baseline), medians over the rounds. The
@@ -48,13 +50,14 @@ import gzip
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,7 +114,7 @@ def _seconds(fields: list[str]) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def cpu_of(*, sessions: set[int] = frozenset(), parents: set[int] = frozenset(), pids: set[int] = frozenset()) -> float:
+def cpu_of(*, sessions: Collection[int] = (), parents: Collection[int] = (), pids: Collection[int] = ()) -> float:
     """CPU seconds of the running processes in ``sessions``, children of ``parents``, or in ``pids``."""
     total = 0.0
     for entry in os.scandir("/proc"):
@@ -517,6 +520,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if nats is not None:
             nats.stop()
         postgres.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def document(
