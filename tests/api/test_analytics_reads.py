@@ -281,3 +281,29 @@ def test_the_matches_of_one_request_list_the_terminating_one_first(world: tuple[
     assert (listed["result_info"]["total_count"], listed["result_info"]["total_pages"]) == (3, 2)
     second = api.call("GET", f"/zones/{zone_id}/security/events?{RANGE}&per_page=2&page=2").json()
     assert [event["RuleID"] for event in second["result"]] == ["earlier"]
+
+
+@pytest.mark.parametrize("path", ["analytics/requests", "security/events", "security/events/histogram"])
+def test_a_scan_holds_no_database_connection(
+    world: tuple[Api, Path], database: Database, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """The scans of the log store run after the handler's session is closed: a long read does not hold one of the
+    pool's connections (nor, on SQLite, a read transaction) while it runs."""
+    import edgeplane.api.analytics as analytics
+    import edgeplane.api.security_events as security_events
+
+    api, _data_dir = world
+    zone_id, _zone = zone_of(api)
+    checked_out: list[int] = []
+    for module in (analytics, security_events):
+        scan = module.scan_zone
+
+        def watched(*args: Any, scan: Any = scan, **kwargs: Any) -> Any:
+            checked_out.append(database.engine.pool.checkedout())  # type: ignore[attr-defined]
+            return scan(*args, **kwargs)
+
+        monkeypatch.setattr(module, "scan_zone", watched)
+    answer = api.call("GET", f"/zones/{zone_id}/{path}?{RANGE}").json()
+    assert answer["success"], answer
+    assert checked_out
+    assert set(checked_out) == {0}

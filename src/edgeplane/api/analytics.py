@@ -45,10 +45,15 @@ class Analytics:
         zone = visible_zone(request, request.path_params["zone_id"])
         request.require(Target.zone(zone.account_id, zone.id))
         window = time_range(request.query)
-        scanned = scan_zone(
-            self.data_dir, "http_requests", zone.name, window, time_field="EdgeStartTimestamp", columns=_COLUMNS
-        )
-        return ApiResult(request_analytics(scanned.table, window) | _coverage(window, scanned.retained_since))
+        zone_name = zone.name
+
+        def scan() -> ApiResult:
+            scanned = scan_zone(
+                self.data_dir, "http_requests", zone_name, window, time_field="EdgeStartTimestamp", columns=_COLUMNS
+            )
+            return ApiResult(request_analytics(scanned.table, window) | _coverage(window, scanned.retained_since))
+
+        return ApiResult(None, later=scan)  # the scan holds no database connection
 
 
 def _coverage(window: TimeRange, retained_since: int | None) -> dict[str, Any]:

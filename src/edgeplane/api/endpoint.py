@@ -69,6 +69,9 @@ class ApiResult:
     changed: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list)
     after_commit: Callable[[ControlPlane], None] | None = None
+    # Work that reads no database (a scan of the log store, say), run once the handler's session is closed, so that
+    # a long read holds no database connection; its result is the answer.
+    later: Callable[[], ApiResult] | None = None
 
 
 Handler = Callable[[ApiRequest], ApiResult]
@@ -170,6 +173,8 @@ class ControlPlane:
             result.after_commit(self)
         if result.changed:
             self.on_change()
+        if result.later is not None:
+            return result.later()
         return result
 
 

@@ -50,20 +50,30 @@ class SecurityEvents:
     def list_events(self, request: ApiRequest) -> ApiResult:
         """``GET /zones/{zone_id}/security/events``: the matching events, newest first, paginated (at most 100 a
         page), each with its ``JSONRPCMethod`` and ``attack_scores``."""
-        matched = self._matching(request)
-        ordered = matched.events.sort_by([("Datetime", "descending"), ("MatchIndex", "ascending")])
-        page = paginate(list(range(ordered.num_rows)), request.query, default_per_page=25, max_per_page=100)
-        assert page.result_info is not None
-        page.result_info["retained_since"] = _time_or_none(matched.retained_since)
-        chosen = ordered.take(pa.array(page.result, type=pa.int64())) if page.result else ordered.slice(0, 0)
-        events = rows_of(chosen.combine_chunks().to_batches()[0]) if chosen.num_rows else []
-        page.result = [_event_json(event, matched.methods) for event in events]
-        return page
+        asked = self._asked(request)
+        query = request.query
+
+        def page_of_events() -> ApiResult:
+            matched = self._matching(asked)
+            ordered = matched.events.sort_by([("Datetime", "descending"), ("MatchIndex", "ascending")])
+            page = paginate(list(range(ordered.num_rows)), query, default_per_page=25, max_per_page=100)
+            assert page.result_info is not None
+            page.result_info["retained_since"] = _time_or_none(matched.retained_since)
+            chosen = ordered.take(pa.array(page.result, type=pa.int64())) if page.result else ordered.slice(0, 0)
+            events = rows_of(chosen.combine_chunks().to_batches()[0]) if chosen.num_rows else []
+            page.result = [_event_json(event, matched.methods) for event in events]
+            return page
+
+        return ApiResult(None, later=page_of_events)  # the scan holds no database connection
 
     def histogram(self, request: ApiRequest) -> ApiResult:
         """``GET /zones/{zone_id}/security/events/histogram``: the matching events per bucket of the range, by
         action."""
-        matched = self._matching(request)
+        asked = self._asked(request)
+        return ApiResult(None, later=lambda: self._histogram(asked))  # the scan holds no database connection
+
+    def _histogram(self, asked: _Asked) -> ApiResult:
+        matched = self._matching(asked)
         window, events = matched.window, matched.events
         grouped = (
             pa.table(
@@ -96,13 +106,20 @@ class SecurityEvents:
             }
         )
 
-    def _matching(self, request: ApiRequest) -> _Matched:
+    @staticmethod
+    def _asked(request: ApiRequest) -> _Asked:
+        """The zone (visible to the caller and permitted), the range and the filters asked for: all the database is
+        needed for."""
         zone = visible_zone(request, request.path_params["zone_id"])
         request.require(Target.zone(zone.account_id, zone.id))
         window = time_range(request.query)
         wanted = {name: request.query[name] for name in FILTERS if request.query.get(name)}
+        return _Asked(zone.name, window, wanted)
+
+    def _matching(self, asked: _Asked) -> _Matched:
+        zone_name, window, wanted = asked.zone_name, asked.window, asked.wanted
         fields = [field.name for field in load_dataset("firewall_events").fields]
-        scanned = scan_zone(self.data_dir, "firewall_events", zone.name, window, time_field="Datetime", columns=fields)
+        scanned = scan_zone(self.data_dir, "firewall_events", zone_name, window, time_field="Datetime", columns=fields)
         events = scanned.table
         for name, field in COLUMN_FILTERS.items():
             if name in wanted:
@@ -113,7 +130,7 @@ class SecurityEvents:
         if "ruleset_id" in wanted:
             rulesets = [_ruleset_of(text) for text in events.column("Metadata").to_pylist()]
             events = events.filter(pa.array([ruleset == wanted["ruleset_id"] for ruleset in rulesets]))
-        methods = self._methods_of(zone.name, window, events.column("RayID"))
+        methods = self._methods_of(zone_name, window, events.column("RayID"))
         if "method" in wanted:
             rays = events.column("RayID").to_pylist()
             events = events.filter(pa.array([methods.get(ray or "") == wanted["method"] for ray in rays]))
@@ -138,6 +155,15 @@ class SecurityEvents:
         return dict(
             zip(requests.column("RayID").to_pylist(), requests.column("JSONRPCMethod").to_pylist(), strict=True)
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What a request asks of the events: its zone's name, its range, and its filters by query parameter."""
+
+    zone_name: str
+    window: TimeRange
+    wanted: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
