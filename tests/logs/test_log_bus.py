@@ -181,7 +181,10 @@ def test_a_read_goes_on_from_inside_a_message(connection: BusConnection) -> None
 
 
 def test_a_position_retention_deleted_raises_position_lost(connection: BusConnection) -> None:
-    ensure_streams(connection, DATASETS, StreamLimits(max_bytes=64 << 10))  # updated in place
+    for dataset in DATASETS:  # a stream made with a small bound (a node never shrinks one that exists)
+        name = stream_name(dataset)
+        connection.run(lambda jetstream, name=name: jetstream.delete_stream(name))  # type: ignore[misc]
+    ensure_streams(connection, DATASETS, StreamLimits(max_bytes=64 << 10))
     publisher = BusPublisher(connection)
     for period in range(40):
         publisher.commit_columns(HTTP_REQUESTS, [requests(period * 200, 200)], f"n/edge-0/{period}.1/0")
@@ -345,3 +348,42 @@ def test_a_node_killed_while_publishing_loses_and_duplicates_no_acknowledged_bat
         assert ray_ids(parts) == expected  # each once, in order
     finally:
         cluster.stop()
+
+
+def test_a_retry_split_otherwise_duplicates_records_and_loses_none(connection: BusConnection) -> None:
+    # The first try splits finely and fails after a few messages; the retry (a server with a larger max_payload)
+    # splits coarsely: its messages carry other ids, so the stream stores them rather than drop them as duplicates.
+    batch = requests(0, 5000)
+    real_run = connection.run
+    calls = 0
+
+    def failing_run(work: Any, timeout: float | None = None) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls > 4:
+            raise BusUnavailable("gone")
+        return real_run(work, timeout)
+
+    connection.run = failing_run  # type: ignore[method-assign]
+    with pytest.raises(BusUnavailable):
+        BusPublisher(connection, max_message_bytes=3000).commit_columns(HTTP_REQUESTS, [batch], "node/w0/1.1/0")
+    connection.run = real_run  # type: ignore[method-assign]
+    BusPublisher(connection).commit_columns(HTTP_REQUESTS, [batch], "node/w0/1.1/0")
+    parts, _end = read_all(BusSource(connection, MemoryCursors()), HTTP_REQUESTS, 0)
+    assert set(ray_ids(parts)) == set(ray_ids([batch]))
+
+
+def test_a_node_with_smaller_limits_does_not_shrink_the_stream(connection: BusConnection) -> None:
+    publisher = BusPublisher(connection)
+    for number in range(20):
+        publisher.commit_columns(HTTP_REQUESTS, [requests(number * 100, 100)], f"node/w0/{number}.1/0")
+    name = stream_name(HTTP_REQUESTS)
+    before = connection.run(lambda jetstream: jetstream.stream_info(name))
+    ensure_streams(connection, DATASETS, StreamLimits(max_bytes=1 << 10, max_age_seconds=600))
+    after = connection.run(lambda jetstream: jetstream.stream_info(name))
+    assert after.state.messages == before.state.messages == 20
+    assert after.config.max_bytes == before.config.max_bytes
+    ensure_streams(connection, DATASETS, StreamLimits(max_bytes=2 << 30))  # growing it is done
+    grown = connection.run(lambda jetstream: jetstream.stream_info(name))
+    assert grown.config.max_bytes == 2 << 30
+    assert grown.state.messages == 20

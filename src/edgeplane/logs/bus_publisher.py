@@ -4,14 +4,17 @@ stream, acknowledged before the intake deletes its local copy.
 ``commit_columns(dataset, batches, key)`` serialises each batch as the log store does (an Arrow IPC stream,
 ``record_columns.encode_batch``), splits a batch whose message would not fit (the server's ``max_payload`` and the
 stream's ``max_msg_size``) into halves until each does, and publishes the messages in order, one at a time, each
-with ``Nats-Msg-Id: {key}/{n}`` (``n`` counts the commit's messages from 0). It returns only once JetStream has
+with ``Nats-Msg-Id: {key}/{batch}.{first}+{count}`` (the batch's number in the commit, the message's first record
+in the batch and its number of records). It returns only once JetStream has
 acknowledged every message (a ``PubAck``: stored by the stream, on a quorum of its replicas). The next message is
 sent only once the one before is acknowledged, so a commit's records are stored in order.
 
 The key makes a commit idempotent: the same records committed again under the same key (the intake crashed between
 the acknowledgement and its delete, or a message was stored but its acknowledgement lost) are recognised by the
 stream within its duplicate window and acknowledged without being stored again. The split depends only on the
-records and the size bound, so a retry numbers its messages as the first try did. A failure (not connected, no
+records and the size bound, so a retry names its messages as the first try did; should the bound change between
+the two (a server with another ``max_payload``), the retry's messages hold other ranges of records under other ids,
+and are stored: records the first try stored are then stored twice, never dropped. A failure (not connected, no
 stream answering, a timeout, an error answer) raises ``BusUnavailable`` after the messages before it were stored:
 the caller keeps its copy and commits it again later under the same key, and the messages stored already are
 recognised, not stored twice.
@@ -68,16 +71,19 @@ class BusPublisher:
         if not parts:
             return
         limit = self._message_limit(stream)
-        number = 0
-        for part in parts:
+        for number, part in enumerate(parts):
+            first = 0
             for payload, count in self._messages(part, limit):
-                headers = {MESSAGE_ID_HEADER: f"{key}/{number}", RECORDS_HEADER: str(count)}
+                # The id names the records the message holds (part, first record, count), not its place in a
+                # split: a retry split otherwise (the server's limit changed in between) publishes new ids, which
+                # duplicates records rather than have the stream drop a larger message as a duplicate of a smaller.
+                headers = {MESSAGE_ID_HEADER: f"{key}/{number}.{first}+{count}", RECORDS_HEADER: str(count)}
                 self.connection.run(
                     lambda jetstream, payload=payload, headers=headers: _publish(  # type: ignore[misc]
                         jetstream, subject, payload, stream, headers, self.connection.timeout
                     )
                 )
-                number += 1
+                first += count
 
     def _message_limit(self, stream: str) -> int:
         """The largest payload a message of ``stream`` may have."""

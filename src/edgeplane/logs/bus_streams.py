@@ -10,13 +10,14 @@ three, 1 on a single server), and keeps messages under *limits* retention: the o
 than ``max_bytes`` or once they are older than ``max_age_seconds``, delivered or not (the bus keeps no cursor; the
 jobs' cursors live in the database). ``duplicate_window_seconds`` is how long the stream remembers each message's
 ``Nats-Msg-Id``: a message published again under the same id within it is acknowledged and not stored again (the
-publisher's idempotency, ``bus_publisher``). ``max_message_bytes`` bounds a message (the publisher splits record
-batches to fit it and the server's ``max_payload``). Direct gets are allowed, so that readers fetch a message by its
-sequence from any replica.
+publisher's idempotency, ``bus_publisher``). Every node sets the streams up at start; one whose settings would lower
+a limit of an existing stream leaves it as it is, with a warning (lowering it would delete undelivered records).
+``max_message_bytes`` bounds a message (the publisher splits record batches to fit it and the server's
+``max_payload``). Direct gets are allowed, so that readers fetch a message by its sequence from any replica.
 
 A message is one Arrow IPC stream of one record batch (``record_columns.encode_batch``) of at most
-``MAX_RECORDS_PER_MESSAGE`` records, with the headers ``Nats-Msg-Id`` (the publisher's key and the message's number
-in the commit) and ``Edgeplane-Records`` (its number of records). A reader's position addresses a record inside a
+``MAX_RECORDS_PER_MESSAGE`` records, with the headers ``Nats-Msg-Id`` (the publisher's key and the records the message
+holds) and ``Edgeplane-Records`` (its number of records). A reader's position addresses a record inside a
 message by those 24 bits (``bus_source``).
 """
 
@@ -24,14 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+import structlog
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig, StreamInfo
 from nats.js.errors import NotFoundError
 
 from edgeplane.logs.bus_connection import BusConnection
 from edgeplane.logs.record_columns import schema_of
+
+log = structlog.get_logger(__name__)
 
 INDEX_BITS: Final = 24  # a position is ``stream sequence << INDEX_BITS | index of the record in its message``
 MAX_RECORDS_PER_MESSAGE: Final = (1 << INDEX_BITS) - 1
@@ -101,7 +105,10 @@ def stream_config(dataset: str, limits: StreamLimits) -> StreamConfig:
 
 
 def ensure_streams(connection: BusConnection, datasets: Iterable[str], limits: StreamLimits) -> None:
-    """Creates each dataset's stream, or updates it to ``limits`` when it exists with others. Raises
+    """Creates each dataset's stream, or updates it to ``limits`` when it exists with others, as long as the update
+    takes nothing away: a node whose settings hold smaller limits (fewer bytes, a shorter age, a smaller message,
+    fewer replicas) than the stream leaves it as it is and says so, since shrinking a shared stream would delete
+    records no job has delivered (an operator shrinks it on purpose with the NATS tools). Raises
     ``BusUnavailable`` when the bus does not answer or refuses (a change JetStream cannot make, such as the
     storage type, or more replicas than it has servers)."""
     for dataset in datasets:
@@ -115,9 +122,30 @@ async def _ensure(jetstream: JetStreamContext, config: StreamConfig) -> StreamIn
         info = await jetstream.stream_info(config.name)
     except NotFoundError:
         return await jetstream.add_stream(config)
-    if _differs(info.config, config):
-        return await jetstream.update_stream(config)
-    return info
+    if not _differs(info.config, config):
+        return info
+    smaller = _shrinking(info.config, config)
+    if smaller:
+        log.warning(
+            "this node's [bus] settings would shrink the log bus stream; it is left as it is",
+            stream=config.name,
+            smaller=smaller,
+        )
+        return info
+    return await jetstream.update_stream(config)
+
+
+# The limits of a stream whose lowering deletes or refuses records, and whose "no limit" is 0, -1 or None.
+_LIMITS = ("max_bytes", "max_age", "max_msg_size", "num_replicas")
+
+
+def _shrinking(current: StreamConfig, wanted: StreamConfig) -> list[str]:
+    """The limits ``wanted`` sets lower than ``current`` has them."""
+
+    def bound(value: Any) -> float:
+        return float("inf") if value is None or value <= 0 else float(value)
+
+    return [name for name in _LIMITS if bound(getattr(wanted, name)) < bound(getattr(current, name))]
 
 
 def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
