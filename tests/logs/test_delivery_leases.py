@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gzip
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -257,3 +259,74 @@ async def test_jobs_stop_when_the_leases_cannot_be_renewed_and_start_again_when_
                 assert took <= TTL + 0.5
             await wait_for(lambda: _delivery_tasks() == 4, 10, "the jobs running again")
             assert only.status.failures == []
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true"
+        await asyncio.sleep(0.01)
+
+
+class _SlowSecondClaim:
+    """Leases that hold every job, whose second claim waits until released: a configuration change lands while it
+    runs."""
+
+    ttl_seconds = 3.0
+    owner = "me"
+
+    def __init__(self) -> None:
+        self.claiming = threading.Event()
+        self.go_on = threading.Event()
+        self.claims = 0
+
+    def heartbeat(self) -> None:
+        pass
+
+    def claim(self, jobs: Any) -> frozenset[int]:
+        self.claims += 1
+        if self.claims == 2:
+            self.claiming.set()
+            self.go_on.wait(5)
+        return frozenset(jobs)
+
+    def holds(self, job_id: int) -> bool:
+        return True
+
+    def lost(self, job_id: int) -> None:
+        pass
+
+    def release_all(self) -> None:
+        pass
+
+
+async def test_a_claim_that_ran_across_a_change_never_brings_back_the_configuration_before_it(
+    tmp_path: Path,
+) -> None:
+    leases = _SlowSecondClaim()
+    before = snapshot(tmp_path)
+    service = DeliveryService(
+        lambda: [],
+        RecordedStatus(),
+        policy=DestinationPolicy(file_root=tmp_path),
+        leases=leases,  # type: ignore[arg-type]
+    )
+    service.reconcile(before)
+    keeper = asyncio.create_task(service.keep_leases())
+    try:
+        await _until(lambda: leases.claims >= 1)
+        service._jobs_changed.set()  # the keeper's next turn, now
+        await _until(leases.claiming.is_set)
+        jobs = tuple(dataclasses.replace(job, enabled=job.id != JOB_IDS[0]) for job in before.logpush_jobs)
+        service.reconcile(dataclasses.replace(before, version=2, logpush_jobs=jobs))  # the operator disables one
+        assert JOB_IDS[0] not in service._running
+        leases.go_on.set()
+        await _until(lambda: leases.claims >= 3)  # the slow claim ended, and the keeper reconciled after it
+        assert JOB_IDS[0] not in service._running
+        assert service._snapshot is not None
+        assert service._snapshot.version == 2
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+        await service.stop(release=False)

@@ -488,8 +488,9 @@ class DeliveryService:
                 if failing:
                     log.info("the Logpush job leases are renewed again")
                 failing = False
-            if snapshot is not None:
-                self.reconcile(snapshot)
+            latest = self._snapshot  # the configuration may have changed while the claim ran: never go back to before
+            if latest is not None:
+                self.reconcile(latest)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._jobs_changed.wait(), period)
 
