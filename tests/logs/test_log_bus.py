@@ -18,11 +18,11 @@ from edgeplane.edge.request_log import RequestLog
 from edgeplane.logs.bus_connection import BusConnection, BusUnavailable, check_servers
 from edgeplane.logs.bus_publisher import BusPublisher
 from edgeplane.logs.bus_source import BusSource, MessageCache, message_of, position_of
-from edgeplane.logs.bus_streams import StreamLimits, ensure_streams, stream_name
+from edgeplane.logs.bus_streams import StreamLimits, ensure_streams, stream_name, stream_subject
 from edgeplane.logs.delivery import Batch, JobDelivery, plan_job
 from edgeplane.logs.journal_intake import JournalIntake
 from edgeplane.logs.log_store import ColumnBatch, LogReader, PositionLostError, SegmentedLogStore
-from edgeplane.logs.record_columns import batch_of_any_rows, batch_of_rows, rows_of
+from edgeplane.logs.record_columns import batch_of_any_rows, batch_of_rows, encode_batch, rows_of
 from edgeplane.logs.request_journal import RequestJournal, sealed_periods
 from edgeplane.logs.request_rows import HTTP_REQUESTS
 from edgeplane.logs.retention_watch import RetentionWatch
@@ -387,3 +387,19 @@ def test_a_node_with_smaller_limits_does_not_shrink_the_stream(connection: BusCo
     grown = connection.run(lambda jetstream: jetstream.stream_info(name))
     assert grown.config.max_bytes == 2 << 30
     assert grown.state.messages == 20
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"not arrow", "columns of another kind"],
+)
+def test_a_message_edgeplane_does_not_publish_is_skipped(connection: BusConnection, payload: bytes | str) -> None:
+    # Anyone allowed to publish on the subject could send one: the records around it are still delivered.
+    if isinstance(payload, str):  # an Arrow stream, of columns the dataset does not have
+        payload = encode_batch(pa.record_batch({"EdgeResponseStatus": pa.array(["not a number"])}), "zstd")
+    publisher = BusPublisher(connection)
+    publisher.commit_columns(HTTP_REQUESTS, [requests(0, 10)], "n/edge-0/1.1/0")
+    connection.run(lambda jetstream: jetstream.publish(stream_subject(HTTP_REQUESTS), bytes(payload)))
+    publisher.commit_columns(HTTP_REQUESTS, [requests(10, 10)], "n/edge-0/2.1/0")
+    parts, _end = read_all(BusSource(connection, MemoryCursors()), HTTP_REQUESTS, 0)
+    assert ray_ids(parts) == ray_ids([requests(0, 20)])

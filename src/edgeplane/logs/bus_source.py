@@ -22,7 +22,9 @@ returns the columns asked for.
 database, beside the job's lease), saved once the job's destination confirmed its upload. An error the cursor store
 raises (a lost lease) propagates to the job as it is.
 
-Every failure of the bus is ``BusUnavailable`` (an ``OSError``): the job retries its read later.
+Every failure of the bus is ``BusUnavailable`` (an ``OSError``): the job retries its read later. A message that is
+not one the publisher writes (anyone allowed to publish on the subject could send one) is skipped with an error in
+the log, never a reason for every job to stop.
 """
 
 from __future__ import annotations
@@ -35,24 +37,35 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 import pyarrow as pa
+import structlog
 from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg, StreamInfo
 from nats.js.errors import NotFoundError
+from prometheus_client import Counter
 
 from edgeplane.logs.bus_connection import BusConnection
 from edgeplane.logs.bus_streams import INDEX_BITS, stream_dataset, stream_name
 from edgeplane.logs.log_store import (
     ColumnBatch,
-    CorruptSegmentError,
     PositionAheadError,
     PositionLostError,
     RetentionOutlook,
 )
-from edgeplane.logs.record_columns import batch_of_given_lines, decode_block, lines_given
+from edgeplane.logs.record_columns import batch_of_given_lines, conform, decode_block, lines_given
+
+log = structlog.get_logger(__name__)
+
+MESSAGES_SKIPPED = Counter(
+    "edgeplane_log_bus_messages_skipped_total",
+    "Messages of the log bus's streams that are not records edgeplane publishes (not Arrow, not the dataset's "
+    "columns), skipped by delivery.",
+    ["dataset"],
+)
 
 CACHE_BYTES: Final = 256 << 20  # decoded messages kept for the jobs of one process
 STATE_SECONDS: Final = 0.5  # how long a stream's state answers ``end_position`` and ``lag_records``
 _INDEX_MASK: Final = (1 << INDEX_BITS) - 1
+_NO_RECORDS: Final = pa.record_batch([], schema=pa.schema([]))  # what a skipped message holds
 _COUNTS_KEPT: Final = 100_000  # the record counts of the messages decoded last, for ``lag_records``
 _EXACT_SPAN: Final = 4096  # up to this many messages ahead, ``lag_records`` adds the counts it knows one by one
 
@@ -176,8 +189,9 @@ class BusSource:
         ``max_records``, and messages counted by their payload's size, shared equally among their records, up to
         ``max_bytes`` (at least one record when any is readable). With ``columns``, a batch holds only those of
         its columns (at least one). Raises ``PositionLostError`` when the stream's limits deleted the message at
-        ``position``, ``PositionAheadError`` for a position after the end, ``CorruptSegmentError`` for a message
-        that is not an Arrow IPC stream (not the publisher's), ``BusUnavailable`` when the bus does not answer."""
+        ``position``, ``PositionAheadError`` for a position after the end, ``BusUnavailable`` when the bus does not
+        answer. A message that is not one the publisher writes (not Arrow, not the dataset's columns) is skipped,
+        logged and counted (``edgeplane_log_bus_messages_skipped_total``)."""
         stream = stream_name(dataset)
         sequence, index = message_of(position)
         parts: list[pa.RecordBatch] = []
@@ -227,13 +241,24 @@ class BusSource:
         raw = self.connection.run(lambda jetstream: _direct_get(jetstream, stream, sequence))
         if raw is None or raw.data is None:
             return None
+        dataset = stream_dataset(stream)
         try:
             records = decode_block(raw.data)
-        except pa.ArrowInvalid as error:  # not a message the publisher wrote
-            raise CorruptSegmentError(f"{stream}: message {sequence} is not an Arrow IPC stream: {error}") from error
-        given = lines_given(records)
-        if given is not None:  # records published as bytes: in columns for the reader, as the store gives them
-            records = batch_of_given_lines(stream_dataset(stream), given)
+            given = lines_given(records)  # records published as bytes: in columns, as the store gives them
+            records = batch_of_given_lines(dataset, given) if given is not None else conform(dataset, records)
+            if records.num_rows > _INDEX_MASK:
+                raise ValueError(f"{records.num_rows} records, more than a position can address")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as error:
+            # Not a message the publisher writes (anyone allowed to publish on the subject could send one): it is
+            # skipped, loudly, rather than stop every job that reads past it.
+            MESSAGES_SKIPPED.labels(dataset).inc()
+            log.error(
+                "a log bus message is not one edgeplane publishes; skipped",
+                stream=stream,
+                sequence=sequence,
+                error=f"{type(error).__name__}: {error}",
+            )
+            records = _NO_RECORDS
         stored_at = raw.time.timestamp() if raw.time is not None else time.time()
         message = BusMessage(sequence, records, len(raw.data), stored_at)
         self.cache.put(stream, message)
