@@ -138,6 +138,7 @@ def test_bad_upstream_flags(flag: str) -> None:
         ("nats://user:s3cret@bus.example:4222", "nats://***@bus.example:4222"),
         ("tls://t0ken@[::1]:4222", "tls://***@[::1]:4222"),
         ("postgresql://edgeplane:pw@db/edgeplane", "postgresql://***@db/edgeplane"),
+        ("postgresql://db/edgeplane?password=hunter2", "postgresql://db/edgeplane"),
         ("nats://host:notaport", "(not a URL)"),
     ],
 )
@@ -150,3 +151,10 @@ def test_a_bad_bus_url_is_refused_without_echoing_its_credentials() -> None:
         load_settings(overrides={"bus": {"url": "http://user:s3cret@bus.example:4222"}})
     assert "s3cret" not in str(refused.value)
     assert "nats://" in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["nats://bus.example", "nats://user:pw@bus.example", "nats://bus.example:4222/x"])
+def test_a_bus_url_names_its_port(url: str) -> None:
+    # As the bus connection needs it: a URL it would refuse at run time is refused at start.
+    with pytest.raises(ConfigError):
+        load_settings(overrides={"bus": {"url": url}})

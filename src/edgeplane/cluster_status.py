@@ -185,7 +185,7 @@ def _read(settings: Settings, database: Database) -> ClusterState:
         if connection is not None:
             connection.close()
     return ClusterState(
-        database=database.engine.url.render_as_string(hide_password=True),
+        database=redacted_url(database.url),
         bus=[redacted_url(server) for server in settings.bus.servers],
         single_machine=not in_cluster and settings.bus.url is None,
         nodes=nodes,

@@ -344,7 +344,11 @@ class BusSettings(BaseModel):
             return None
         for part in url.split(","):
             split = urlsplit(part.strip())
-            if split.scheme not in ("nats", "tls") or not split.hostname:
+            try:
+                port = split.port
+            except ValueError:
+                port = None
+            if split.scheme not in ("nats", "tls") or not split.hostname or port is None or split.path not in ("", "/"):
                 raise ValueError(f"not a nats://HOST:PORT URL: {redacted_url(part.strip())!r}")
         return url
 

@@ -403,3 +403,22 @@ def test_a_message_edgeplane_does_not_publish_is_skipped(connection: BusConnecti
     publisher.commit_columns(HTTP_REQUESTS, [requests(10, 10)], "n/edge-0/2.1/0")
     parts, _end = read_all(BusSource(connection, MemoryCursors()), HTTP_REQUESTS, 0)
     assert ray_ids(parts) == ray_ids([requests(0, 20)])
+
+
+def test_a_cursor_past_the_end_of_a_stream_made_anew_reads_it_from_its_start(connection: BusConnection) -> None:
+    # The job's cursor was saved far into a stream that was then deleted and made again (a lost disk, an operator):
+    # the new stream's records are all new to the job.
+    given = records(300, seed=7)
+    BusPublisher(connection).commit_columns(HTTP_REQUESTS, [batch_of_any_rows(HTTP_REQUESTS, given)], "n/e/1.1/0")
+    plan = plan_job(job(zone_id="z1"), DeliverySnapshot(version=1, zones=ZONES))
+    source = BusSource(connection, MemoryCursors())
+    delivery = JobDelivery(plan, [source], destination=None, status=None)  # type: ignore[arg-type]
+    batch = Batch(positions={0: position_of(5000)})
+    delivery._read_into(batch)  # past the end: the position goes back to the stream's start
+    assert batch.positions[0] == source.oldest_position(HTTP_REQUESTS)
+    while delivery._read_into(batch):
+        pass
+    assert batch.positions[0] == source.end_position(HTTP_REQUESTS)
+    in_zone = sum(1 for record in given if record["ZoneName"] == "example.com")
+    assert in_zone > 0
+    assert len(batch.encoded) == in_zone

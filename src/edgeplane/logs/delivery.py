@@ -50,7 +50,7 @@ from edgeplane.logs.destinations import (
 from edgeplane.logs.filter_columns import compile_column_filter
 from edgeplane.logs.filter_parser import parse_filter
 from edgeplane.logs.job_leases import JobLeases, LeaseLostError
-from edgeplane.logs.log_store import LogReader, PositionLostError
+from edgeplane.logs.log_store import LogReader, PositionAheadError, PositionLostError
 from edgeplane.logs.output_options import output_options_from_logpull, parse_logpull_options, parse_output_options
 from edgeplane.logs.record_columns import ZONE_NAME, column_or_nulls, combined, loose_values, rows_of
 from edgeplane.logs.record_format import SAMPLE_KEY_FIELD, RecordFormatter, compile_formatter, gzip_batch, object_name
@@ -233,6 +233,7 @@ class JobDelivery:
         dataset = plan.dataset.name
         progressed = False
         lag = 0
+        lag_known = True  # a partition the bus did not let read leaves the gauge as it was, not at 0
         for index, store in enumerate(self.partitions):
             room = plan.max_records - len(batch.encoded)
             if room <= 0 or batch.size >= plan.max_bytes:
@@ -250,10 +251,23 @@ class JobDelivery:
                 log.error("records were deleted by retention before delivery", job=plan.job_id, lost=lost.lost)
                 batch.positions[index] = lost.oldest_position
                 continue
+            except PositionAheadError:
+                # Past the end: the stream (or the store) was deleted and made anew. Its records are all new to
+                # this job: read from the oldest (at least once), rather than wait for it to grow past the cursor.
+                oldest = store.oldest_position(dataset)
+                log.error(
+                    "the job's position is past the end of its stream, which was made anew; reading it from its start",
+                    job=plan.job_id,
+                    position=position,
+                    oldest=oldest,
+                )
+                batch.positions[index] = oldest
+                continue
             except OSError as error:  # the log bus did not answer (``BusUnavailable``): read again at the next look
                 if not self._unreadable:
                     log.warning("partition not readable; reading again later", job=plan.job_id, error=str(error))
                 self._unreadable = True
+                lag_known = False
                 continue
             if self._unreadable:
                 log.info("partition readable again", job=plan.job_id)
@@ -277,9 +291,12 @@ class JobDelivery:
                     self._add(batch, line, at + offset)
                 at += block.num_rows
             batch.positions[index] = read.next_position
-            with contextlib.suppress(OSError):  # the lag is a gauge: a bus that did not answer leaves it out
+            try:
                 lag += store.lag_records(dataset, read.next_position)
-        LAG.labels(self._label).set(lag)
+            except OSError:  # the bus did not answer
+                lag_known = False
+        if lag_known:
+            LAG.labels(self._label).set(lag)
         return progressed
 
     @staticmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 from collections.abc import Callable, Sequence
 
@@ -125,11 +126,9 @@ async def run_delivery(
         elif bus is None:
             await _deliver(settings, database, lambda: _partitions(settings, stores), arrivals, stopping, leases=None)
         else:
-            leases = JobLeases(
-                database,
-                f"{settings.node_name or default_owner()}:{os.getpid()}",
-                ttl_seconds=settings.bus.lease_seconds,
-            )
+            # The owner names this process and this start: a restart that got the same pid is another owner.
+            owner = f"{settings.node_name or default_owner()}:{os.getpid()}:{secrets.token_hex(4)}"
+            leases = JobLeases(database, owner, ttl_seconds=settings.bus.lease_seconds)
             source = BusSource(bus, DatabaseCursors(database, leases))
             await _deliver(settings, database, lambda: [source], arrivals, stopping, leases=leases)
     finally:
