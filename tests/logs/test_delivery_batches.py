@@ -5,6 +5,7 @@ where the interval is at least 30 s (the API's bound) and the retry pause grows 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gzip
 import time
 from collections.abc import Callable, Collection
@@ -16,8 +17,8 @@ import pytest
 
 from edgeplane.configuration.logpush_jobs import LogpushJobDefinition
 from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute
-from edgeplane.logs.delivery import JobDelivery, plan_job
-from edgeplane.logs.destinations import DestinationUnavailable
+from edgeplane.logs.delivery import DeliveryService, JobDelivery, plan_job
+from edgeplane.logs.destinations import DestinationPolicy, DestinationUnavailable
 from edgeplane.logs.log_store import ColumnBatch, SegmentedLogStore
 
 HTTP = "http_requests"
@@ -144,3 +145,33 @@ async def test_a_failed_upload_is_tried_again_within_the_longest_pause(tmp_path:
     assert status.failures == ["the store is down"] * 4
     assert status.completions == 1
     assert took < 1 + 2 + 4 + 8  # what the four pauses would have been, doubling from 1 s
+
+
+class SlowDestination(RecordingDestination):
+    """Takes a while to confirm each upload: a clean stop arrives while one is under way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+
+    async def put(self, object_name: str, body: bytes, **options: Any) -> None:
+        self.started.set()
+        await asyncio.sleep(0.5)
+        await super().put(object_name, body, **options)
+
+
+async def test_a_clean_stop_lets_the_batch_being_uploaded_finish_and_its_cursor_be_saved(tmp_path: Path) -> None:
+    destination = SlowDestination()
+    with stored(tmp_path, 1000) as store:
+        service = DeliveryService(
+            lambda: [store],
+            RecordedStatus(),
+            policy=DestinationPolicy(file_root=tmp_path),
+            destination_factory=lambda conf: destination,  # type: ignore[arg-type,return-value]
+        )
+        enabled = dataclasses.replace(job(1000, 3600), enabled=True)
+        service.reconcile(DeliverySnapshot(version=1, zones=SNAPSHOT.zones, logpush_jobs=(enabled,)))
+        await asyncio.wait_for(destination.started.wait(), 30)
+        await service.stop()
+        assert [len(upload) for upload in destination.uploads] == [1000]
+        assert store.load_cursor(HTTP, JOB_ID) == 1000  # nothing of it is delivered again at the next start

@@ -73,6 +73,8 @@ BACKOFF_MAX_SECONDS = 60.0  # the default of ``logs.upload_retry_max_seconds``
 # The most formatted output a batch holds in memory, whatever max_upload_bytes allows (up to 1 GB): a batch is
 # flushed at this size at the latest, so each running job holds at most about this much.
 MAX_BATCH_BYTES = 100 << 20
+# How long a clean stop waits for the batches being uploaded (less than the supervisor's grace period for a child).
+STOP_DRAIN_SECONDS = 5.0
 
 
 class JobStatus(Protocol):
@@ -186,6 +188,9 @@ class JobDelivery:
         self._unreadable = False  # a read failed (the log bus did not answer) and none succeeded since
         self._retention = RetentionWatch(plan.job_id, plan.dataset.name, self.partitions, status)
         self._confirmed: dict[int, int] = {}  # each partition's first record not yet confirmed by an upload
+        # Whether a batch is being uploaded or its cursors saved; and whether to stop once it is (a clean stop).
+        self.handing_over = False
+        self.finishing = False
 
     async def run(self) -> None:
         """Collects and uploads batches forever."""
@@ -196,11 +201,15 @@ class JobDelivery:
         }
         self._confirmed = positions
         try:
-            while True:
+            while not self.finishing:
                 batch = await self._collect(positions)
-                if batch.encoded:
-                    await self._upload(batch)
-                await asyncio.to_thread(self._save_cursors, batch.positions)
+                self.handing_over = True  # from here to the cursor's save, a clean stop lets the job finish
+                try:
+                    if batch.encoded:
+                        await self._upload(batch)
+                    await asyncio.to_thread(self._save_cursors, batch.positions)
+                finally:
+                    self.handing_over = False
                 positions.update(batch.positions)
                 await asyncio.to_thread(self._retention.observe, positions)
         finally:
@@ -421,6 +430,7 @@ class DeliveryService:
             lambda conf: open_destination(parse_destination_conf(conf), policy=policy)
         )
         self._running: dict[int, tuple[LogpushJobDefinition, asyncio.Task[None]]] = {}
+        self._deliveries: dict[int, JobDelivery] = {}  # the running jobs' deliveries, for a clean stop
 
     def reconcile(self, snapshot: DeliverySnapshot) -> None:
         """Starts, restarts and stops job deliveries to match ``snapshot`` (and, with leases, the leases held)."""
@@ -443,6 +453,7 @@ class DeliveryService:
             if wanted.get(job_id) != job or task.done():
                 task.cancel()
                 del self._running[job_id]
+                self._deliveries.pop(job_id, None)
         for job_id, job in wanted.items():
             if job_id in self._running:
                 continue
@@ -462,6 +473,7 @@ class DeliveryService:
                 arrivals=self._arrivals,
             )
             self._running[job_id] = (job, asyncio.create_task(self._deliver(delivery), name=f"logpush-{job_id}"))
+            self._deliveries[job_id] = delivery
 
     async def _deliver(self, delivery: JobDelivery) -> None:
         job_id = delivery.plan.job_id
@@ -512,16 +524,30 @@ class DeliveryService:
                 await asyncio.wait_for(self._jobs_changed.wait(), period)
 
     async def stop(self, *, release: bool = True) -> None:
-        """Stops every delivery (a batch not yet uploaded is read again next time) and, with leases, gives them
+        """Stops every delivery (a batch being uploaded is finished first, for a while; a batch not yet uploaded is
+        read again next time) and, with leases, gives them
         back so that the other processes take the jobs at once. ``release=False`` leaves the leases as a crash
         would: they are taken over when they expire."""
         self._stopped = True
+        # A job uploading a batch, or saving its cursors, finishes that (for at most ``STOP_DRAIN_SECONDS``), so that
+        # a clean stop delivers nothing twice; a job collecting records stops at once (nothing is sent yet).
+        handing_over = []
+        for job_id, (_job, task) in self._running.items():
+            delivery = self._deliveries.get(job_id)
+            if delivery is not None and delivery.handing_over and not task.done():
+                delivery.finishing = True
+                handing_over.append(task)
+            else:
+                task.cancel()
+        if handing_over:
+            await asyncio.wait(handing_over, timeout=STOP_DRAIN_SECONDS)
         for _job, task in self._running.values():
             task.cancel()
         for _job, task in self._running.values():
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._running.clear()
+        self._deliveries.clear()
         if self._leases is None or not release:
             return
         if self._claiming is not None:  # a claim under way would take leases after they were given back
