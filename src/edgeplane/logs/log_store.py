@@ -9,8 +9,9 @@ blocking, for the flusher thread to write: as an Arrow record batch (``append_co
 (``append_rows``), which the store keeps in columns, or as opaque ``bytes`` (``append``: one JSON object each, no
 newline inside). Delivery reads each stream from a per-job
 *cursor*, as columns (``read_columns``) or as JSON lines (``read``, whatever form the records were stored in).
-``LogStore`` is the interface; ``SegmentedLogStore`` is the single-machine implementation on files. A NATS JetStream
-stream (one stream per dataset, a durable consumer per job) fits the same interface; see ``docs/log-store.md``.
+``LogStore`` is the interface; ``SegmentedLogStore`` is the single-machine implementation on files. Its read side,
+``LogReader``, is what delivery reads: the log bus of a cluster (``bus_source.BusSource``, NATS JetStream, cursors in
+the database) is another ``LogReader``; see ``docs/log-store.md`` and ``docs/log-bus.md``.
 
 Positions are record offsets: the first record ever appended to a dataset is at position 0, the next at 1, and so
 on, forever (offsets are never reused, not even after every segment was deleted). ``end_position`` is the position
