@@ -71,7 +71,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(REPO_ROOT / "src"), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]
 )
 
-import httpx  # noqa: E402
 import psycopg  # noqa: E402
 import structlog  # noqa: E402
 
@@ -165,19 +164,7 @@ class Cluster:
 
     def v4(self, method: str, path: str, **kwargs: Any) -> Any:
         assert self.api is not None
-        credentials = self.api.credentials
-        path = path.replace("{zone}", credentials["zone_id"]).replace("{account}", credentials["account_id"])
-        response = httpx.request(
-            method,
-            f"{self.api.api_url}/client/v4{path}",
-            headers={"Authorization": f"Bearer {credentials['api_token']}"},
-            timeout=30,
-            **kwargs,
-        )
-        body = response.json()
-        if not body.get("success"):
-            raise RuntimeError(f"{method} {path}: {body}")
-        return body["result"]
+        return self.api.v4(method, path, **kwargs)
 
     def sql(self, query: str, parameters: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.database_url, autocommit=True) as connection:

@@ -32,7 +32,7 @@ from edgeplane.edge.runtime import open_client_locator
 from edgeplane.listeners import asgi_server, bind_listener, join_listener
 from edgeplane.node_checks import NodeChecks, bus_check, children_check, database_check, node_checks_app
 from edgeplane.propagation.channel import bind_channel, channel_path
-from edgeplane.store.cluster_nodes import NodeDescription, forget_node, record_heartbeat
+from edgeplane.store.cluster_nodes import HEARTBEAT_SECONDS, NodeDescription, forget_node, record_heartbeat
 from edgeplane.store.database import Database, default_database_url
 from edgeplane.waf.catalogue import use_crs_rules_dir
 from edgeplane.waf.core_ruleset import crs_installed
@@ -149,10 +149,6 @@ def browsable_url(host: str, port: int) -> str:
     if address.is_unspecified:
         address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
     return f"http://[{address}]:{port}/" if address.version == 6 else f"http://{address}:{port}/"
-
-
-# How often a node of a cluster records in the database that it is alive (``edgeplane status``).
-HEARTBEAT_SECONDS = 5.0
 
 
 def node_name(settings: Settings) -> str:

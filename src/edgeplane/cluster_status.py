@@ -16,7 +16,7 @@ from edgeplane.logs.bus_connection import BusConnection, BusUnavailable
 from edgeplane.logs.bus_source import BusSource, SharedCursors
 from edgeplane.logs.bus_streams import stream_name
 from edgeplane.logs.datasets import DATASETS
-from edgeplane.store.cluster_nodes import registered_nodes
+from edgeplane.store.cluster_nodes import HEARTBEAT_SECONDS, registered_nodes
 from edgeplane.store.database import Database, default_database_url
 from edgeplane.store.database_clock import database_seconds
 from edgeplane.store.delivery_models import DeliveryMember, JobCursor, JobLease
@@ -24,7 +24,6 @@ from edgeplane.store.models import LogpushJob
 
 # A node whose last beat is older than this many heartbeats is shown as gone.
 _MISSED_BEATS = 3
-_HEARTBEAT_SECONDS = 5.0
 _BUS_TIMEOUT_SECONDS = 3.0
 
 
@@ -121,7 +120,7 @@ def _read(settings: Settings, database: Database) -> ClusterState:
                     node.addresses,
                     node.version,
                     round(seen.seconds_since_heartbeat, 1),
-                    seen.seconds_since_heartbeat < _MISSED_BEATS * _HEARTBEAT_SECONDS,
+                    seen.seconds_since_heartbeat < _MISSED_BEATS * HEARTBEAT_SECONDS,
                 )
             )
     with database.session() as session:

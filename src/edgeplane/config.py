@@ -306,6 +306,10 @@ def redacted_url(url: str) -> str:
 
 Role = Literal["all", "edge", "api", "delivery"]
 
+# A node's name: printable ASCII without spaces or "/", at most 64 characters (a part of the log bus's publication
+# keys, ``edgeplane.logs.journal_intake``).
+NODE_NAME_PATTERN = r"^[!-.0-~]{1,64}$"
+
 
 class BusSettings(BaseModel):
     """The log bus between edge nodes and delivery nodes when edgeplane runs on many machines (NATS JetStream):
@@ -375,7 +379,7 @@ class Settings(BaseSettings):
     )
     node_name: str | None = Field(
         default=None,
-        pattern=r"^[!-.0-~]{1,64}$",  # printable ASCII but "/", no space: it is part of the bus's publication keys
+        pattern=NODE_NAME_PATTERN,
         description="this node's name in the cluster (edgeplane status, log publications); unset: the host's name "
         "and the data directory's id",
     )

@@ -82,7 +82,8 @@ def database_check(database: Database) -> Check:
 
 
 def bus_check(servers: Sequence[str]) -> Check:
-    """Passes when one of the log bus's servers greets a connection (a NATS server's first line is ``INFO``)."""
+    """Passes when one of the log bus's servers greets a connection (a NATS server's first line is ``INFO``). The
+    supervisor keeps no bus client of its own (its children do): a greeting is all readiness needs."""
 
     async def check() -> str | None:
         failures = []

@@ -74,25 +74,10 @@ class Cluster:
         self.others.append(node)
         return node
 
-    def v4(self, method: str, path: str, **kwargs: object) -> object:
-        credentials = self.api.credentials
-        path = path.replace("{zone}", credentials["zone_id"])
-        response = httpx.request(
-            method,
-            f"{self.api.api_url}/client/v4{path}",
-            headers={"Authorization": f"Bearer {credentials['api_token']}"},
-            timeout=30,
-            **kwargs,  # type: ignore[arg-type]
-        )
-        body = response.json()
-        assert body["success"], body
-        return body["result"]
-
 
 @pytest.fixture(scope="module")
-def cluster(anvil: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(anvil: AnvilNode, postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster")
-    postgres = PostgresServer().start()
     nats = NatsCluster(size=3).start()
     seaweed = SeaweedS3().start()
     seaweed.client().create_bucket(Bucket=BUCKET)
@@ -119,7 +104,6 @@ def cluster(anvil: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> Itera
             node.stop()
         seaweed.close()
         nats.stop()
-        postgres.stop()
 
 
 def ask(edge: ClusterNodeProcess, client: httpx.Client, *, marked: bool = False) -> httpx.Response:
@@ -128,7 +112,7 @@ def ask(edge: ClusterNodeProcess, client: httpx.Client, *, marked: bool = False)
 
 
 def set_custom_rules(cluster: Cluster, rules: list[dict[str, str]]) -> None:
-    cluster.v4("PUT", f"/zones/{{zone}}/rulesets/phases/{CUSTOM}/entrypoint", json={"rules": rules})
+    cluster.api.v4("PUT", f"/zones/{{zone}}/rulesets/phases/{CUSTOM}/entrypoint", json={"rules": rules})
 
 
 BLOCK_MARKED = [
@@ -228,7 +212,7 @@ def test_nothing_answered_is_lost_when_nodes_die(cluster: Cluster) -> None:
         f"s3://{BUCKET}/steady/{{DATE}}?region={seaweed.region}&endpoint={seaweed.endpoint}"
         f"&access-key-id={seaweed.access_key}&secret-access-key={seaweed.secret_key}"
     )
-    job = cluster.v4(
+    job = cluster.api.v4(
         "POST",
         "/zones/{zone}/logpush/jobs",
         json={

@@ -1,11 +1,10 @@
 """One node of an edgeplane cluster for end-to-end tests: ``edgeplane serve --role ROLE`` on loopback and free
 ports, with its own data directory, the cluster's PostgreSQL and log bus, and an ops listener whose ``/readyz`` says
-when it is ready. The node runs in a session of its own, so that ``kill()`` takes every process of it at once, as
-when a machine dies."""
+when it is ready. An ``EdgeplaneProcess`` otherwise (its URLs, credentials and ``v4``), except that the node runs in
+a session of its own, so that ``kill()`` takes every process of it at once, as when a machine dies."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,13 +16,14 @@ from typing import Any
 import httpx
 
 from tests.support.anvil import free_port
+from tests.support.edgeplane import EdgeplaneProcess
 
 
 class NodeDidNotStart(RuntimeError):
     """The node exited, or did not become ready in time."""
 
 
-class ClusterNodeProcess:
+class ClusterNodeProcess(EdgeplaneProcess):
     """``python -m edgeplane serve --role ROLE`` with the cluster's database and bus; ``settings`` is written to
     the data directory's ``edgeplane.toml`` before each start."""
 
@@ -38,26 +38,13 @@ class ClusterNodeProcess:
         upstreams: tuple[str, ...] = (),
         edge_workers: int = 1,
     ) -> None:
+        super().__init__(data_dir, upstreams=upstreams)
         self.role = role
-        self.data_dir = data_dir
         self.database_url = database_url
         self.bus = bus
         self.settings = settings
-        self.upstreams = upstreams
         self.edge_workers = edge_workers
-        self.edge_port = free_port()
-        self.api_port = free_port()
         self.ops_port = free_port()
-        self.log_path = data_dir.parent / f"{data_dir.name}.log"
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def edge_url(self) -> str:
-        return f"http://127.0.0.1:{self.edge_port}"
-
-    @property
-    def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.api_port}"
 
     @property
     def ops_url(self) -> str:
@@ -94,7 +81,7 @@ class ClusterNodeProcess:
         return command
 
     def start(self, timeout: float = 90.0) -> ClusterNodeProcess:
-        """Starts the node and waits until its ``/readyz`` answers 200 (and, for an edge node, its edge listener
+        """Starts the node and waits until its ``/readyz`` answers 200 (and, for an edge or API node, its listener
         answers ``/healthz``)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "edgeplane.toml").write_text(self.settings, encoding="utf-8")
@@ -127,40 +114,25 @@ class ClusterNodeProcess:
         if readiness is None or not readiness["ready"]:
             return False
         if self.role == "edge":
-            try:
-                return httpx.get(f"{self.edge_url}/healthz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
+            return self._healthy(self.edge_url)
         if self.role == "api":
-            try:
-                return httpx.get(f"{self.api_url}/healthz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
+            return self._healthy(self.api_url)
         return True
-
-    @property
-    def credentials(self) -> dict[str, Any]:
-        """The bootstrap identity an API node wrote on its first start."""
-        loaded: dict[str, Any] = json.loads((self.data_dir / "credentials.json").read_text())
-        return loaded
 
     def kill(self) -> None:
         """SIGKILL to every process of the node at once (its session), as when its machine dies."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
+        self._end(graceful=False)
 
-    def stop(self) -> None:
-        """SIGTERM to the supervisor, which stops its children; SIGKILL to what is left after a grace period."""
+    def stop(self, *, kill: bool = False) -> int | None:
+        """SIGTERM to the supervisor, which stops its children; SIGKILL to what is left of the session after a
+        grace period (``kill``: at once)."""
+        return self._end(graceful=not kill)
+
+    def _end(self, *, graceful: bool) -> int | None:
         process, self._process = self._process, None
         if process is None:
-            return
-        if process.poll() is None:
+            return None
+        if graceful and process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=30)
@@ -170,7 +142,4 @@ class ClusterNodeProcess:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        process.wait()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
+        return process.wait()

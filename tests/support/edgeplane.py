@@ -90,11 +90,11 @@ class EdgeplaneProcess:
         return loaded
 
     def v4(self, method: str, path: str, **kwargs: Any) -> Any:
-        """The result of a successful v4 call with the bootstrap token (``{zone}`` in ``path`` is the bootstrap
-        zone's id); fails the test on an unsuccessful envelope."""
+        """The result of a successful v4 call with the bootstrap token (``{zone}`` and ``{account}`` in ``path`` are
+        the bootstrap zone's and account's ids); fails the test on an unsuccessful envelope."""
         credentials = self.credentials
         headers = {"Authorization": f"Bearer {credentials['api_token']}"}
-        path = path.replace("{zone}", credentials["zone_id"])
+        path = path.replace("{zone}", credentials["zone_id"]).replace("{account}", credentials["account_id"])
         response = httpx.request(method, f"{self.api_url}/client/v4{path}", headers=headers, timeout=30, **kwargs)
         body = response.json()
         assert body["success"], body

@@ -52,15 +52,9 @@ INTAKE_WATCHED_SECONDS = 2.0
 def open_partition_stores(
     settings: Settings, workers: int, *, running: int | None = None
 ) -> dict[int, SegmentedLogStore]:
-    """The log store of every edge worker's partition, writable, by worker: those of the ``workers`` configured,
-    and of any other worker that left a journal (before ``edge_workers`` was lowered). A worker that does not run
-    (``running``: how many do, ``workers`` by default) has no one writing its journal, so what it left unsealed is
-    sealed here."""
-    running = workers if running is None else running
-    partition_workers = sorted(set(range(workers)) | set(journal_workers(settings.data_dir)))
-    for worker in partition_workers:
-        if worker >= running:
-            seal_leftovers(journal_directory(settings.data_dir, worker))
+    """The log store of the partition of every worker whose journal is taken (``journal_owners``), writable, by
+    worker."""
+    partition_workers = journal_owners(settings, workers, running=running)
     return {
         worker: SegmentedLogStore(
             partition_directory(settings.data_dir, worker),
@@ -70,6 +64,18 @@ def open_partition_stores(
         )
         for worker in partition_workers
     }
+
+
+def journal_owners(settings: Settings, workers: int, *, running: int | None = None) -> list[int]:
+    """The edge workers whose journals are taken: the ``workers`` configured, and any other worker that left a
+    journal (before ``edge_workers`` was lowered). A worker that does not run (``running``: how many do, ``workers``
+    by default) has no one writing its journal, so what it left unsealed is sealed here."""
+    running = workers if running is None else running
+    owners = sorted(set(range(workers)) | set(journal_workers(settings.data_dir)))
+    for worker in owners:
+        if worker >= running:
+            seal_leftovers(journal_directory(settings.data_dir, worker))
+    return owners
 
 
 def journal_intake(settings: Settings, stores: dict[int, SegmentedLogStore]) -> JournalIntake:
@@ -187,14 +193,10 @@ async def _ensure_streams(bus: BusConnection, settings: Settings, stopping: asyn
 
 
 def bus_intake(settings: Settings, workers: int, publisher: BusPublisher) -> JournalIntake:
-    """The intake of each worker's journal to the bus, under this node's name (the publications' keys): the
-    journals of the ``workers`` configured and of any other worker that left one (sealed here: no one writes it)."""
-    journal_owners = sorted(set(range(workers)) | set(journal_workers(settings.data_dir)))
-    for worker in journal_owners:
-        if worker >= workers:
-            seal_leftovers(journal_directory(settings.data_dir, worker))
+    """The intake of the journal of every worker whose journal is taken (``journal_owners``) to the bus, under this
+    node's name (the publications' keys)."""
     return JournalIntake(
-        {journal_directory(settings.data_dir, worker): publisher for worker in journal_owners},
+        {journal_directory(settings.data_dir, worker): publisher for worker in journal_owners(settings, workers)},
         node_id=settings.node_name or f"pid{os.getpid()}",
     )
 

@@ -37,6 +37,7 @@ import pyarrow as pa
 import structlog
 from prometheus_client import Counter
 
+from edgeplane.config import NODE_NAME_PATTERN
 from edgeplane.logs.log_store import LogStoreError
 from edgeplane.logs.record_columns import batch_of_any_rows
 from edgeplane.logs.request_journal import delete_sealed, quarantine, read_sealed, sealed_identity, sealed_periods
@@ -57,7 +58,7 @@ RECORDS_EMITTED = Counter(
     "edgeplane_log_records_emitted_total", "Log records committed to the log store or the log bus.", ["dataset"]
 )
 
-_NODE_ID: Final = re.compile(r"[!-.0-~]{1,64}")  # printable ASCII without spaces or "/": a part of a key
+_NODE_ID: Final = re.compile(NODE_NAME_PATTERN)  # a node's name, as the settings take it: a part of a key
 
 
 class ColumnSink(Protocol):

@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import DateTime, Integer, String, func, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
+from edgeplane.store.conflicting_insert import conflicting_insert
 from edgeplane.store.database import Database
 from edgeplane.store.models import Base
+
+# How often a node records that it is alive; a node silent for a few of these is gone.
+HEARTBEAT_SECONDS = 5.0
 
 
 class ClusterNode(Base):
@@ -52,7 +55,7 @@ class NodeSeen:
 
 
 def record_heartbeat(database: Database, node: NodeDescription, *, starting: bool = False) -> None:
-    """Records that ``node`` is alive now (``starting``: and that it started now). PostgreSQL only."""
+    """Records that ``node`` is alive now (``starting``: and that it started now)."""
     values = {
         "name": node.name,
         "role": node.role,
@@ -63,9 +66,9 @@ def record_heartbeat(database: Database, node: NodeDescription, *, starting: boo
         "started_on": func.now(),
         "heartbeat_on": func.now(),
     }
-    statement = postgresql_insert(ClusterNode).values(**values)
-    update = {key: statement.excluded[key] for key in values if key != "name" and (starting or key != "started_on")}
     with database.session() as session:
+        statement = conflicting_insert(session, ClusterNode).values(**values)
+        update = {key: statement.excluded[key] for key in values if key != "name" and (starting or key != "started_on")}
         session.execute(statement.on_conflict_do_update(index_elements=["name"], set_=update))
 
 
