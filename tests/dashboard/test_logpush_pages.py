@@ -154,6 +154,7 @@ def test_add_a_job_with_a_two_level_filter_built_row_by_row(
     # Editing reuses the flow; the filter JSON edited as text updates the builder, and is saved as written.
     row.get_by_role("button", name=f"Edit edge-errors (job {job['id']})").click()
     edit = page.get_by_role("form", name="Edit Logpush job edge-errors")
+    assert page.get_by_role("status").filter(has_text="Saved edge-errors").count() == 0  # a new edit, no old outcome
     assert edit.get_by_label("Dataset", exact=True).is_disabled()  # fixed once the job exists
     edit.get_by_role("button", name="Next").click()
     assert edit.get_by_label("RayID", exact=True).is_checked()

@@ -109,6 +109,7 @@ export async function logpushPage(context) {
   }
 
   async function openEditor(job) {
+    status.textContent = ""; // the last outcome is not this edit's
     let editor;
     try {
       editor = jobEditor({

@@ -76,6 +76,7 @@ export async function customRulesTab(context) {
   }
 
   function openEditor(rule) {
+    status.textContent = ""; // the last outcome is not this edit's
     const formErrors = h("div", { className: "errors" });
     const description = field({ label: "Rule name (description)", name: "description", value: rule ? rule.description || "" : "", maxlength: "500" });
     const expression = textareaField({

@@ -171,6 +171,7 @@ export async function managedRulesTab(context) {
   }
 
   function openEditor(ruleset, index) {
+    status.textContent = ""; // the last outcome is not this edit's
     const existing = index === null ? null : currentRules()[index];
     const editor = managedRulesetEditor({
       ruleset,

@@ -116,6 +116,7 @@ export async function web3Page(context) {
   }
 
   function showEdit(hostname) {
+    status.textContent = ""; // the last outcome is not this edit's
     const errors = h("div", { className: "errors" });
     const description = field({ label: "Description", name: "description", value: hostname.description });
     const dnslink = field({ label: "DNSLink", name: "dnslink", value: hostname.dnslink });
