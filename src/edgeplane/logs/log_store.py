@@ -72,10 +72,13 @@ does none, so it is safe to call on an event loop.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
+import errno
 import fcntl
 import os
 import re
+import shutil
 import struct
 import threading
 import time
@@ -87,6 +90,7 @@ from typing import Any, Final, Protocol
 import pyarrow as pa
 from isal.isal_zlib import crc32  # the same CRC-32 as zlib's, many times faster on large blocks
 
+from edgeplane.logs.period_columns import PeriodParts, period_columns
 from edgeplane.logs.record_columns import (
     Compression,
     batch_of_any_rows,
@@ -101,6 +105,7 @@ from edgeplane.logs.record_columns import (
 )
 
 SEGMENT_SUFFIX: Final = ".seg"
+PERIOD_SUFFIX: Final = ".period"
 CURSOR_SUFFIX: Final = ".cursor"
 OFFSET_DIGITS: Final = 20
 
@@ -116,6 +121,12 @@ HEADER_BYTES: Final = _HEADER.size + _CRC.size
 _MAX_BLOCK_PAYLOAD: Final = 1 << 20
 _READ_CHUNK: Final = 1 << 20
 _DATASET_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_PERIOD_NAME: Final = re.compile(rf"(\d{{{OFFSET_DIGITS}}})-(\d{{1,19}}){re.escape(PERIOD_SUFFIX)}")
+# The columns of the periods read last (a store's readers, the jobs, mostly read the same recent ones), up to this
+# many bytes of Arrow buffers.
+_PERIOD_CACHE_BYTES: Final = 64 << 20
+# A period is hard-linked into the store; when the file system cannot link it there, it is copied.
+_UNLINKABLE: Final = frozenset((errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK))
 
 
 class LogStoreError(Exception):
@@ -295,9 +306,21 @@ class LogStore(LogReader, Protocol):
         """Write the records of ``batches`` in order (each as for ``append_columns``; loose columns,
         ``record_columns.batch_of_any_rows``, taken too) after the stream's end now, and make them durable before
         returning: all of them, or none (an ``OSError`` of the disk leaves the stream as it was). Blocks on the
-        disk, so an asyncio caller runs it in a thread. The intake's one durable hop: a sealed journal period is
-        deleted once its records are committed. ``key``, the commit's idempotency key on the log bus
-        (``bus_publisher``), is not needed here: a store has one writer, which commits a period once."""
+        disk, so an asyncio caller runs it in a thread. ``key``, the commit's idempotency key on the log bus
+        (``bus_publisher``), is not needed here: a store has one writer. (The intake does not commit columns to a
+        store: it hands it the period itself, ``adopt_period``.)"""
+        ...
+
+    def adopt_period(self, path: Path, parts: PeriodParts) -> dict[str, int]:
+        """Take the sealed request-journal period at ``path`` into the store as it is, its file becoming a segment of
+        each dataset it has records of, after the streams' ends: the journal's one durable hop (no record is written
+        again). ``parts`` are its records in columns (``period_columns``), which the store keeps for its readers
+        while they are recent, and converts from the file again when they are not. Durable when it returns (the
+        file ``fsync``ed before it is readable), so the caller then deletes the period from its journal. A period
+        that is already a stream's newest (its caller died before deleting it) is not taken twice. Returns how many
+        records of each dataset were taken. Blocks on the disk. Raises ``OSError`` when the disk refuses (a dataset
+        taken before the one that failed stays taken, and taking the period again skips it) and
+        ``LogStoreClosedError`` on a closed or read-only store."""
         ...
 
     def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
@@ -323,6 +346,7 @@ class _Published:
     segments: tuple[int, ...]
     last_size: int
     end: int
+    periods: dict[int, int] = field(default_factory=dict)  # the segments that are journal periods: first -> count
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +379,7 @@ class _Block:
     count: int
     payload_length: int
     columns: bool = False
+    period: bool = False  # a record batch of a period's columns, not bytes of a segment
 
     @property
     def end_byte(self) -> int:
@@ -428,6 +453,12 @@ class SegmentedLogStore:
         self._read_hints: dict[tuple[str, int], tuple[int, _Block]] = {}
         self._views: dict[str, _Published] = {}  # read-only: what was seen on disk last time
         self._verify: set[str] = set()  # read-only: datasets whose last segment is to be rescanned with CRCs
+        # the columns of the periods read or taken last: (dataset, first offset) -> (file size, batches, their bytes)
+        self._period_columns: collections.OrderedDict[tuple[str, int], tuple[int, list[pa.RecordBatch], int]] = (
+            collections.OrderedDict()
+        )
+        self._period_columns_bytes = 0
+        self._period_columns_lock = threading.Lock()
         self.directory.mkdir(parents=True, exist_ok=True)
         self._writer_lock = _lock_writer(self.directory) if writable else -1
         if writable:
@@ -490,7 +521,7 @@ class SegmentedLogStore:
             if self._closed:
                 raise LogStoreClosedError("the log store is closed")
         with self._write_lock:
-            if stream.roll_due:
+            if stream.roll_due or stream.fd < 0:
                 self._roll(stream)
             published = stream.published
             if os.fstat(stream.fd).st_size != published.last_size:
@@ -513,9 +544,69 @@ class SegmentedLogStore:
                     os.ftruncate(stream.fd, published.last_size)
                 raise
             stream.unsynced = False
-            stream.published = _Published(published.segments, published.last_size + size, offset)
+            stream.published = _Published(published.segments, published.last_size + size, offset, published.periods)
         with self._lock:
             self._counters["appended"] += offset - published.end
+
+    def adopt_period(self, path: Path, parts: PeriodParts) -> dict[str, int]:
+        """See ``LogStore.adopt_period``. A period of records of both datasets is one file with a name in each
+        dataset's directory (``<first offset>-<count>.period``, a hard link; a copy where the file system links
+        none), each of which retention deletes on its own."""
+        with self._lock:
+            if self._closed:
+                raise LogStoreClosedError("the log store is closed")
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+            status = os.fstat(descriptor)
+        finally:
+            os.close(descriptor)
+        taken: dict[str, int] = {}
+        for dataset, given in parts:
+            batches = [batch for batch in given if batch.num_rows]
+            count = sum(batch.num_rows for batch in batches)
+            if not count:
+                continue
+            stream = self._streams.get(dataset) or self._writable_stream(dataset)
+            with self._write_lock:
+                taken[dataset] = self._link_period(stream, path, status, batches, count)
+        with self._lock:
+            self._counters["appended"] += sum(taken.values())
+        return taken
+
+    def _link_period(
+        self, stream: _Stream, path: Path, status: os.stat_result, batches: list[pa.RecordBatch], count: int
+    ) -> int:
+        """Makes the period at ``path`` (its file's ``status``) the stream's last segment; how many records that took
+        (0 when it is the stream's newest period already)."""
+        published = stream.published
+        newest = max(published.periods, default=None)
+        if newest is not None:
+            with contextlib.suppress(FileNotFoundError):
+                held = (stream.path / _period_name(newest, published.periods[newest])).stat()
+                if (held.st_dev, held.st_ino) == (status.st_dev, status.st_ino):
+                    return 0
+        if stream.fd >= 0 and stream.unsynced:
+            os.fsync(stream.fd)  # the records before the period are durable before it is
+            stream.unsynced = False
+        base = published.end
+        segments = list(published.segments)
+        empty = segments[-1] == base and base not in published.periods  # a segment without records: replaced
+        _link_or_copy(path, stream.path / _period_name(base, count))
+        _sync_directory(stream.path)
+        if empty:
+            segments.pop()
+        stream.published = _Published(
+            (*segments, base), status.st_size, base + count, {**published.periods, base: count}
+        )
+        if stream.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(stream.fd)
+            stream.fd = -1
+        if empty:
+            (stream.path / _segment_name(base)).unlink(missing_ok=True)
+        self._keep_period_columns((stream.name, base), status.st_size, batches)
+        return count
 
     def _accept(self, dataset: str, items: Sequence[_Pending], size: int, count: int | None = None) -> None:
         """Queue ``items`` (``count`` records; one per item by default) for the flusher."""
@@ -615,7 +706,7 @@ class SegmentedLogStore:
         age: float | None = None
         for index in range(first, len(segments) - 1):
             try:
-                status = (self.directory / dataset / _segment_name(segments[index])).stat()
+                status = _segment_path(self.directory / dataset, published, segments[index]).stat()
             except FileNotFoundError:  # deleted by retention meanwhile
                 continue
             held_bytes += status.st_size
@@ -678,10 +769,14 @@ class SegmentedLogStore:
         while index < len(segments) and taken < max_records and taken_bytes < max_bytes:
             base = segments[index]
             limit = published.last_size if index == len(segments) - 1 else None
+            blocks: list[tuple[_Block, Any]]  # bytes of a segment's blocks, or record batches of a period
             try:
-                blocks, stopped_at = self._read_segment(
-                    dataset, base, start_byte, limit, next_position, max_records - taken, max_bytes - taken_bytes
-                )
+                if base in published.periods:
+                    blocks, stopped_at = self._read_period(dataset, base, published.periods[base], next_position, names)
+                else:
+                    blocks, stopped_at = self._read_segment(
+                        dataset, base, start_byte, limit, next_position, max_records - taken, max_bytes - taken_bytes
+                    )
             except FileNotFoundError:
                 # retention deleted the segment between our snapshot and the read
                 if parts:
@@ -696,7 +791,10 @@ class SegmentedLogStore:
                     raise CorruptSegmentError(f"{dataset}: records {next_position} to {block.first} are missing")
                 room = max_records - taken
                 if columns:
-                    if block.columns:
+                    batch: pa.RecordBatch
+                    if block.period:
+                        batch = payload
+                    elif block.columns:
                         batch = _decoded(dataset, block, payload, names)
                         given = lines_given(batch)
                         if given is not None:
@@ -711,7 +809,9 @@ class SegmentedLogStore:
                     if kept:
                         parts.append(batch.slice(skip, kept))
                 else:
-                    if block.columns:
+                    if block.period:
+                        lines = lines_of(payload)
+                    elif block.columns:
                         lines = lines_of(_decoded(dataset, block, payload))
                     else:
                         lines = _split_lines(dataset, block, payload)
@@ -763,6 +863,55 @@ class SegmentedLogStore:
         if len(self._read_hints) > 256:
             self._read_hints.clear()
         self._read_hints[(dataset, position)] = hint
+
+    def _read_period(
+        self, dataset: str, base: int, count: int, position: int, names: Collection[str] | None
+    ) -> tuple[list[tuple[_Block, pa.RecordBatch]], None]:
+        """The record batches of a period holding records at or after ``position`` (only the columns ``names``,
+        when given), as blocks that count the period's file size, shared among its records, towards a read's byte
+        bound; converted from the file unless they are among the columns kept (``_PERIOD_CACHE_BYTES``). Raises
+        ``FileNotFoundError`` when retention deleted it, ``CorruptSegmentError`` when its file does not convert to
+        ``count`` records."""
+        key = (dataset, base)
+        with self._period_columns_lock:
+            kept = self._period_columns.get(key)
+            if kept is not None:
+                self._period_columns.move_to_end(key)
+        if kept is None:
+            path = self.directory / dataset / _period_name(base, count)
+            size = path.stat().st_size
+            try:
+                converted = dict(period_columns(path)).get(dataset, [])
+            except (ValueError, IndexError, TypeError) as error:
+                raise CorruptSegmentError(f"{dataset}: the period at offset {base} does not convert: {error}") from None
+            batches = [batch for batch in converted if batch.num_rows]
+            if sum(batch.num_rows for batch in batches) != count:
+                raise CorruptSegmentError(f"{dataset}: the period at offset {base} holds the wrong count")
+            self._keep_period_columns(key, size, batches)
+        else:
+            size, batches, _ = kept
+        found: list[tuple[_Block, pa.RecordBatch]] = []
+        first = base
+        for number, batch in enumerate(batches):
+            if first + batch.num_rows > position:
+                share = max(1, size * batch.num_rows // count)
+                chosen = batch if names is None else _projected(batch, names)
+                found.append((_Block(number, first, batch.num_rows, share, columns=True, period=True), chosen))
+            first += batch.num_rows
+        return found, None
+
+    def _keep_period_columns(self, key: tuple[str, int], size: int, batches: list[pa.RecordBatch]) -> None:
+        """Keeps a period's columns for the next reads, dropping those read least recently beyond the bound."""
+        nbytes = sum(batch.nbytes for batch in batches)
+        with self._period_columns_lock:
+            old = self._period_columns.pop(key, None)
+            if old is not None:
+                self._period_columns_bytes -= old[2]
+            self._period_columns[key] = (size, batches, nbytes)
+            self._period_columns_bytes += nbytes
+            while self._period_columns_bytes > _PERIOD_CACHE_BYTES and len(self._period_columns) > 1:
+                _, (_, _, dropped) = self._period_columns.popitem(last=False)
+                self._period_columns_bytes -= dropped
 
     def _read_segment(
         self,
@@ -848,10 +997,14 @@ class SegmentedLogStore:
         from where the previous look stopped."""
         _check_dataset(dataset)
         path = self.directory / dataset
-        segments = _list_segments(path)
+        segments, periods = _list_segments(path)
         if not segments:
             return _Published((), 0, 0)
         last = segments[-1]
+        if last in periods:  # a period is whole once it is in the store
+            view = _Published(tuple(segments), 0, last + periods[last], periods)
+            self._views[dataset] = view
+            return view
         known = self._views.get(dataset)
         start, expected = (known.last_size, known.end) if known and known.segments[-1] == last else (0, last)
         scan = _scan_headers
@@ -863,7 +1016,7 @@ class SegmentedLogStore:
         except FileNotFoundError:
             return self._discover(dataset)  # deleted by retention meanwhile: look again
         end = blocks[-1].first + blocks[-1].count if blocks else expected
-        view = _Published(tuple(segments), valid_size, end)
+        view = _Published(tuple(segments), valid_size, end, periods)
         self._views[dataset] = view
         return view
 
@@ -910,12 +1063,14 @@ class SegmentedLogStore:
     def _sync_segment_holding(self, dataset: str, position: int) -> None:
         """fsync the segment holding ``position`` (the writer syncs a segment before rolling, so earlier ones are
         durable already); ``fsync`` through a read-only descriptor syncs the file the writer writes."""
-        segments = self._published(dataset).segments
-        index = bisect.bisect_right(segments, position) - 1
+        published = self._published(dataset)
+        index = bisect.bisect_right(published.segments, position) - 1
         if position < 0 or index < 0:
             return
         try:
-            descriptor = os.open(self.directory / dataset / _segment_name(segments[index]), os.O_RDONLY)
+            descriptor = os.open(
+                _segment_path(self.directory / dataset, published, published.segments[index]), os.O_RDONLY
+            )
         except FileNotFoundError:
             return
         try:
@@ -961,17 +1116,24 @@ class SegmentedLogStore:
             _check_dataset(dataset)
             path = self.directory / dataset
             path.mkdir(parents=True, exist_ok=True)
-            segments = _list_segments(path)
+            segments, periods = _list_segments(path)
+            for base in periods:  # an empty segment a period took the place of, left by a crash
+                (path / _segment_name(base)).unlink(missing_ok=True)
             if not segments:
                 segments = [0]
                 _create_segment(path, 0)
             last = segments[-1]
+            if last in periods:  # the next write starts a segment after it (``_roll``)
+                size = (path / _period_name(last, periods[last])).stat().st_size
+                stream = _Stream(dataset, path, _Published(tuple(segments), size, last + periods[last], periods))
+                self._streams[dataset] = stream
+                return stream
             segment_path = path / _segment_name(last)
             blocks, valid_size = _scan_blocks(segment_path, last)
             if valid_size < segment_path.stat().st_size:
                 os.truncate(segment_path, valid_size)  # a torn tail: the block the crash interrupted
             end = blocks[-1].first + blocks[-1].count if blocks else last
-            stream = _Stream(dataset, path, _Published(tuple(segments), valid_size, end))
+            stream = _Stream(dataset, path, _Published(tuple(segments), valid_size, end, periods))
             stream.fd = os.open(segment_path, os.O_WRONLY | os.O_APPEND)
             self._streams[dataset] = stream
             return stream
@@ -1009,7 +1171,8 @@ class SegmentedLogStore:
             if closing:
                 with self._write_lock:
                     for stream in self._streams.values():
-                        os.close(stream.fd)
+                        if stream.fd >= 0:
+                            os.close(stream.fd)
                         stream.fd = -1
                 with self._lock:
                     self._flushed.notify_all()
@@ -1057,7 +1220,7 @@ class SegmentedLogStore:
         start = stream.published.end
         with self._write_lock:
             try:
-                if stream.roll_due:
+                if stream.roll_due or stream.fd < 0:
                     self._roll(stream)
                 if os.fstat(stream.fd).st_size != stream.published.last_size:
                     # a write that failed half way left bytes after the last good block
@@ -1104,7 +1267,10 @@ class SegmentedLogStore:
         _write_all(stream.fd, header + _CRC.pack(crc32(payload, crc32(header))), payload)
         stream.unsynced = True
         stream.published = _Published(
-            published.segments, published.last_size + HEADER_BYTES + len(payload), published.end + count
+            published.segments,
+            published.last_size + HEADER_BYTES + len(payload),
+            published.end + count,
+            published.periods,
         )
 
     def _write_lines(self, stream: _Stream, records: Sequence[bytes]) -> None:
@@ -1127,19 +1293,22 @@ class SegmentedLogStore:
             index += take
 
     def _roll(self, stream: _Stream) -> None:
-        """Start a new segment at the stream's end; the full one is synced first."""
+        """Start a new segment at the stream's end; the full one is synced first (a period, already durable, has no
+        descriptor open)."""
         published = stream.published
         stream.roll_due = True  # once the new file may exist, no record may go into the old segment
-        os.fsync(stream.fd)
+        if stream.fd >= 0:
+            os.fsync(stream.fd)
         _create_segment(stream.path, published.end)
         descriptor = os.open(stream.path / _segment_name(published.end), os.O_WRONLY | os.O_APPEND)
         old, stream.fd = stream.fd, descriptor
-        with contextlib.suppress(OSError):
-            os.close(old)
+        if old >= 0:
+            with contextlib.suppress(OSError):
+                os.close(old)
         stream.unsynced = False
         stream.roll_due = False
         if published.segments[-1] != published.end:
-            stream.published = _Published((*published.segments, published.end), 0, published.end)
+            stream.published = _Published((*published.segments, published.end), 0, published.end, published.periods)
 
     def _sync_all(self) -> None:
         with self._write_lock:
@@ -1162,7 +1331,7 @@ class SegmentedLogStore:
                 sizes: dict[int, os.stat_result] = {}
                 for base in segments[:-1]:
                     with contextlib.suppress(FileNotFoundError):
-                        sizes[base] = (stream.path / _segment_name(base)).stat()
+                        sizes[base] = _segment_path(stream.path, stream.published, base).stat()
                 total = sum(status.st_size for status in sizes.values()) + stream.published.last_size
                 doomed: list[int] = []
                 while len(segments) > 1:
@@ -1184,9 +1353,10 @@ class SegmentedLogStore:
                 # readers taking a snapshot from now on no longer see the segments; one holding an older snapshot
                 # finds a file missing and looks again
                 published = stream.published
-                stream.published = _Published(tuple(segments), published.last_size, published.end)
+                periods = {base: count for base, count in published.periods.items() if base not in doomed}
+                stream.published = _Published(tuple(segments), published.last_size, published.end, periods)
                 for base in doomed:
-                    (stream.path / _segment_name(base)).unlink(missing_ok=True)
+                    _segment_path(stream.path, published, base).unlink(missing_ok=True)
                 _sync_directory(stream.path)
             with self._lock:
                 self._counters["deleted"] += len(doomed)
@@ -1284,19 +1454,62 @@ def _scan_headers(path: Path, expected: int, start: int = 0) -> tuple[list[_Bloc
     return blocks, byte
 
 
-def _list_segments(path: Path) -> list[int]:
+def _list_segments(path: Path) -> tuple[list[int], dict[int, int]]:
+    """The first offsets of the segments in a dataset's directory, in order, and of those that are journal periods,
+    their counts. A period and a segment of the same first offset (the empty segment a period took the place of,
+    left by a crash) are the period."""
     if not path.is_dir():
-        return []
-    bases = []
+        return [], {}
+    bases = set()
+    periods: dict[int, int] = {}
     for entry in path.iterdir():
-        stem = entry.name.removesuffix(SEGMENT_SUFFIX)
-        if entry.name.endswith(SEGMENT_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit():
-            bases.append(int(stem))
-    return sorted(bases)
+        name = entry.name
+        stem = name.removesuffix(SEGMENT_SUFFIX)
+        if name.endswith(SEGMENT_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit():
+            bases.add(int(stem))
+        elif matched := _PERIOD_NAME.fullmatch(name):
+            base, count = int(matched[1]), int(matched[2])
+            bases.add(base)
+            periods[base] = count
+    return sorted(bases), periods
 
 
 def _segment_name(base: int) -> str:
     return f"{base:0{OFFSET_DIGITS}d}{SEGMENT_SUFFIX}"
+
+
+def _period_name(base: int, count: int) -> str:
+    return f"{base:0{OFFSET_DIGITS}d}-{count}{PERIOD_SUFFIX}"
+
+
+def _segment_path(path: Path, published: _Published, base: int) -> Path:
+    """The file of the segment at ``base`` in the dataset directory ``path``: a segment's, or a period's."""
+    count = published.periods.get(base)
+    return path / (_segment_name(base) if count is None else _period_name(base, count))
+
+
+def _projected(batch: pa.RecordBatch, names: Collection[str]) -> pa.RecordBatch:
+    """``batch`` with only its columns ``names`` (at least one, for the count of records)."""
+    chosen = [name for name in batch.schema.names if name in names]
+    return batch.select(chosen or batch.schema.names[:1])
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` names the file ``source`` (a hard link), or, where the file system cannot link it there, a copy
+    written and ``fsync``ed before it has its name."""
+    try:
+        os.link(source, target)
+    except OSError as error:
+        if error.errno not in _UNLINKABLE:
+            raise
+        temporary = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(source, temporary)
+        descriptor = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, target)
 
 
 def _create_segment(path: Path, base: int) -> None:

@@ -67,7 +67,7 @@ FRAME_HEAD: Final = struct.Struct("=II")  # length, kind
 COMMIT: Final = struct.Struct("=I")
 COMMIT_MARK: Final = 0x214A5045  # "EPJ!": no byte of it zero, so a commit word cut short is not one
 _ALIGN: Final = 8
-# The kinds of frames (and ``CHUNK``: a chunk of a file of the earlier format, as ``read_sealed`` gives it).
+# The kinds of frames (and ``CHUNK``: a chunk of a file of the earlier format, as ``read_period`` gives it).
 CHUNK: Final = 0
 ROW: Final = 1
 SHAPE: Final = 2
@@ -332,17 +332,19 @@ def sealed_periods(directory: Path) -> list[int]:
     return _periods(directory, _SEALED)
 
 
-def read_sealed(directory: Path, period: int) -> list[tuple[int, bytes]]:
-    """The committed frames of a sealed period (``read_frames``); a torn tail is logged."""
-    try:
-        data = _path(directory, period, _SEALED).read_bytes()
-    except FileNotFoundError:
-        return []
+def sealed_path(directory: Path, period: int) -> Path:
+    """The file of a sealed period."""
+    return _path(directory, period, _SEALED)
+
+
+def read_period(path: Path) -> list[tuple[int, bytes]]:
+    """The committed frames of a sealed period's file, wherever it is (in its journal, or held by a log store as a
+    segment: ``LogStore.adopt_period``), as ``read_frames`` gives them; a torn tail is logged. Raises
+    ``FileNotFoundError`` when the file is gone."""
+    data = path.read_bytes()
     frames, end = read_frames(data)
     if data[end:].strip(b"\x00"):
-        log.warning(
-            "request journal: a torn frame ends the period", directory=str(directory), period=period, offset=end
-        )
+        log.warning("request journal: a torn frame ends the period", path=str(path), offset=end)
     return frames
 
 
