@@ -1,14 +1,16 @@
 """The log store: durable, append-only, segmented streams of log records between the edge and delivery.
 
 In the pipeline source → buffer → transform → sink (``docs/log-store.md``), the store is the buffer's durable half:
-the journal intake commits each sealed journal period to a *dataset* stream (``http_requests``, ``firewall_events``)
-with ``commit_columns`` (written and ``fsync``ed on the caller's thread: the one durable hop, no flusher in between),
-and each Logpush job reads on from its *cursor*, which it saves once its destination has the records: the cursor is
-the acknowledgement, and retention drops what every cursor has passed. Records may also be appended without
-blocking, for the flusher thread to write: as an Arrow record batch (``append_columns``), as dictionaries
+the journal intake hands it each sealed journal period, whose file the store *adopts* as a segment of each *dataset*
+stream (``http_requests``, ``firewall_events``) it has records of (``adopt_period``: ``fsync``ed on the caller's
+thread, then readable: the one durable hop, no record written again), and each Logpush job reads on from its
+*cursor*, which it saves once its destination has the records: the cursor is the acknowledgement, and retention
+drops what every cursor has passed. Records may also be committed in columns (``commit_columns``) or appended
+without blocking, for the flusher thread to write: as an Arrow record batch (``append_columns``), as dictionaries
 (``append_rows``), which the store keeps in columns, or as opaque ``bytes`` (``append``: one JSON object each, no
-newline inside). Delivery reads each stream from a per-job
-*cursor*, as columns (``read_columns``) or as JSON lines (``read``, whatever form the records were stored in).
+newline inside); the edge's records never take these ways (tests, benchmarks and a producer without a journal do).
+Delivery reads each stream from a per-job *cursor*, as columns (``read_columns``) or as JSON lines (``read``,
+whatever form the records were stored in).
 ``LogStore`` is the interface; ``SegmentedLogStore`` is the single-machine implementation on files. Its read side,
 ``LogReader``, is what delivery reads: the log bus of a cluster (``bus_source.BusSource``, NATS JetStream, cursors in
 the database) is another ``LogReader``; see ``docs/log-store.md`` and ``docs/log-bus.md``.
@@ -19,22 +21,35 @@ the next readable record will get.
 
 Layout on disk::
 
-    <directory>/<dataset>/<first offset, 20 digits>.seg    segments, oldest first
-    <directory>/<dataset>/cursors/<job id>.cursor          one file per job: its position, as decimal text
+    <directory>/<dataset>/<first offset, 20 digits>.seg              segments written by the store, and
+    <directory>/<dataset>/<first offset, 20 digits>-<count>.period   journal periods it adopted, oldest first
+    <directory>/<dataset>/cursors/<job id>.cursor                    one file per job: its position, as decimal text
 
-A segment is a sequence of *blocks*, one per dataset per commit or flush (large ones are split): a 24-byte header
-(magic, payload length, record count, first offset, CRC32 of header and payload) then the payload. The store writes one
-form, magic ``EPLC``: an Arrow IPC stream of one record batch (``edgeplane.logs.record_columns``), for records given to
-``commit_columns`` (serialised and written by the caller), to ``append_columns`` (serialised by the caller, so that the
-flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most ``_ROWS_PER_BLOCK`` of
-them. Rows that do not fit their dataset's schema keep their odd columns loose (each value's JSON text,
-``record_columns.batch_of_any_rows``), and records given as bytes (``append``) are kept as they are in one column, so
-nothing is refused for its shape. Blocks of magic ``EPLB`` (the records joined by ``\\n``), which releases before this
-one wrote, are still read, never written. A block is written with one ``write`` and is valid only when its CRC matches,
-so a write torn by a crash is recognised; opening the store for writing truncates the last segment after its last valid
-block.
+A **period** segment is a sealed request-journal period's file as the edge worker wrote it (``request_journal``: its
+rows, shapes and records kept whole, in frames), ``count`` records of the dataset. A period with records of both
+datasets is one file with a name in each dataset's directory (a hard link; a copy where the file system links none),
+and each dataset's retention deletes its own name. Readers convert a period to columns
+(``period_columns.period_columns``, a function of the file's bytes alone), keeping the columns of the periods read or
+adopted last (``_PERIOD_CACHE_BYTES``): the intake adopts with the columns it converted, so delivery right behind it
+converts nothing again. A period holds about 104 bytes a request record against about 45 in a zstd block of columns:
+the same ``retention_bytes`` keep less than half as many records, in exchange for not writing each record twice.
+The store never writes into a period: the next records written in columns start a segment after it.
 
-Durability contract of ``commit_columns``: durable when it returns; all of the call's records or none.
+A store-written segment is a sequence of *blocks*, one per dataset per commit or flush (large ones are split): a 24-byte
+header (magic, payload length, record count, first offset, CRC32 of header and payload) then the payload. The store
+writes one form, magic ``EPLC``: an Arrow IPC stream of one record batch (``edgeplane.logs.record_columns``), for
+records given to ``commit_columns`` (serialised and written by the caller), to ``append_columns`` (serialised by the
+caller, so that the flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most
+``_ROWS_PER_BLOCK`` of them. Rows that do not fit their dataset's schema keep their odd columns loose (each value's JSON
+text, ``record_columns.batch_of_any_rows``), and records given as bytes (``append``) are kept as they are in one column,
+so nothing is refused for its shape. Blocks of magic ``EPLB`` (the records joined by ``\\n``), which releases before
+this one wrote, are still read, never written. A block is written with one ``write`` and is valid only when its CRC
+matches, so a write torn by a crash is recognised; opening the store for writing truncates the last segment after its
+last valid block.
+
+Durability contract of ``adopt_period``: durable when it returns (the period's file ``fsync``ed before it is named in
+the store, the dataset's directory ``fsync``ed after); a period already a stream's newest is not taken twice. Of
+``commit_columns``: durable when it returns; all of the call's records or none.
 
 Durability contract of ``append``:
 
@@ -54,8 +69,8 @@ blocks: blocking would stall the caller's event loop behind one slow disk. ``sta
 
 Retention: after each sync the flusher deletes whole segments, oldest first, never the one being written, when the
 dataset holds more than ``retention_bytes``, when a segment's newest record is older than ``retention_seconds``
-(its file modification time), or when the dataset has cursors and every one of them has passed the segment (a
-dataset without any cursor keeps what the two bounds allow). A read from a deleted position raises
+(its file modification time: a period's is its seal), or when the dataset has cursors and every one of them has passed
+the segment (a dataset without any cursor keeps what the two bounds allow). A read from a deleted position raises
 ``PositionLostError`` carrying the oldest available position and the number of records lost.
 
 Concurrency: one writer per directory (the delivery process, which takes every edge worker's journal into its
