@@ -140,8 +140,10 @@ _PERIOD_NAME: Final = re.compile(rf"(\d{{{OFFSET_DIGITS}}})-(\d{{1,19}}){re.esca
 # The columns of the periods read last (a store's readers, the jobs, mostly read the same recent ones), up to this
 # many bytes of Arrow buffers.
 _PERIOD_CACHE_BYTES: Final = 64 << 20
-# A period is hard-linked into the store; when the file system cannot link it there, it is copied.
+# A period is hard-linked into the store; when the file system cannot link it there, it is copied (under a temporary
+# name first, which a writer opening the store deletes: a crash left it).
 _UNLINKABLE: Final = frozenset((errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK))
+_COPY_SUFFIX: Final = ".copying"
 
 
 class LogStoreError(Exception):
@@ -577,6 +579,7 @@ class SegmentedLogStore:
         finally:
             os.close(descriptor)
         taken: dict[str, int] = {}
+        source = path
         for dataset, given in parts:
             batches = [batch for batch in given if batch.num_rows]
             count = sum(batch.num_rows for batch in batches)
@@ -584,30 +587,33 @@ class SegmentedLogStore:
                 continue
             stream = self._streams.get(dataset) or self._writable_stream(dataset)
             with self._write_lock:
-                taken[dataset] = self._link_period(stream, path, status, batches, count)
+                taken[dataset], source = self._link_period(stream, source, status, batches, count)
+            # the next dataset's name is made from the store's, not the journal's, which the edge worker may delete
+            # meanwhile (its bound on an untaken backlog)
         with self._lock:
             self._counters["appended"] += sum(taken.values())
         return taken
 
     def _link_period(
         self, stream: _Stream, path: Path, status: os.stat_result, batches: list[pa.RecordBatch], count: int
-    ) -> int:
+    ) -> tuple[int, Path]:
         """Makes the period at ``path`` (its file's ``status``) the stream's last segment; how many records that took
-        (0 when it is the stream's newest period already)."""
+        (0 when it is the stream's newest period already), and the period's name in the stream."""
         published = stream.published
         newest = max(published.periods, default=None)
         if newest is not None:
+            held_path = stream.path / _period_name(newest, published.periods[newest])
             with contextlib.suppress(FileNotFoundError):
-                held = (stream.path / _period_name(newest, published.periods[newest])).stat()
-                if (held.st_dev, held.st_ino) == (status.st_dev, status.st_ino):
-                    return 0
+                if _same_period(held_path.stat(), status):
+                    return 0, held_path
         if stream.fd >= 0 and stream.unsynced:
             os.fsync(stream.fd)  # the records before the period are durable before it is
             stream.unsynced = False
         base = published.end
         segments = list(published.segments)
         empty = segments[-1] == base and base not in published.periods  # a segment without records: replaced
-        _link_or_copy(path, stream.path / _period_name(base, count))
+        target = stream.path / _period_name(base, count)
+        _link_or_copy(path, target, status)
         _sync_directory(stream.path)
         if empty:
             segments.pop()
@@ -621,7 +627,7 @@ class SegmentedLogStore:
         if empty:
             (stream.path / _segment_name(base)).unlink(missing_ok=True)
         self._keep_period_columns((stream.name, base), status.st_size, batches)
-        return count
+        return count, target
 
     def _accept(self, dataset: str, items: Sequence[_Pending], size: int, count: int | None = None) -> None:
         """Queue ``items`` (``count`` records; one per item by default) for the flusher."""
@@ -915,6 +921,12 @@ class SegmentedLogStore:
             first += batch.num_rows
         return found, None
 
+    def _forget_period_columns(self, key: tuple[str, int]) -> None:
+        with self._period_columns_lock:
+            old = self._period_columns.pop(key, None)
+            if old is not None:
+                self._period_columns_bytes -= old[2]
+
     def _keep_period_columns(self, key: tuple[str, int], size: int, batches: list[pa.RecordBatch]) -> None:
         """Keeps a period's columns for the next reads, dropping those read least recently beyond the bound."""
         nbytes = sum(batch.nbytes for batch in batches)
@@ -1017,7 +1029,11 @@ class SegmentedLogStore:
             return _Published((), 0, 0)
         last = segments[-1]
         if last in periods:  # a period is whole once it is in the store
-            view = _Published(tuple(segments), 0, last + periods[last], periods)
+            try:
+                size = (path / _period_name(last, periods[last])).stat().st_size
+            except FileNotFoundError:
+                return self._discover(dataset)  # deleted by retention meanwhile: look again
+            view = _Published(tuple(segments), size, last + periods[last], periods)
             self._views[dataset] = view
             return view
         known = self._views.get(dataset)
@@ -1134,6 +1150,8 @@ class SegmentedLogStore:
             segments, periods = _list_segments(path)
             for base in periods:  # an empty segment a period took the place of, left by a crash
                 (path / _segment_name(base)).unlink(missing_ok=True)
+            for copying in path.glob(f".*{_COPY_SUFFIX}"):  # a period's copy a crash cut short
+                copying.unlink(missing_ok=True)
             if not segments:
                 segments = [0]
                 _create_segment(path, 0)
@@ -1372,6 +1390,7 @@ class SegmentedLogStore:
                 stream.published = _Published(tuple(segments), published.last_size, published.end, periods)
                 for base in doomed:
                     _segment_path(stream.path, published, base).unlink(missing_ok=True)
+                    self._forget_period_columns((stream.name, base))
                 _sync_directory(stream.path)
             with self._lock:
                 self._counters["deleted"] += len(doomed)
@@ -1509,22 +1528,35 @@ def _projected(batch: pa.RecordBatch, names: Collection[str]) -> pa.RecordBatch:
     return batch.select(chosen or batch.schema.names[:1])
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    """``target`` names the file ``source`` (a hard link), or, where the file system cannot link it there, a copy
-    written and ``fsync``ed before it has its name."""
+def _link_or_copy(source: Path, target: Path, status: os.stat_result) -> None:
+    """``target`` names the file ``source`` (its ``status``): a hard link, or, where the file system cannot link it
+    there, a copy with the same modification time, written and ``fsync``ed before it has its name. A ``target`` that
+    is that period already (named before a failure that kept the store from counting it) is kept."""
     try:
         os.link(source, target)
+    except FileExistsError:
+        if not _same_period(target.stat(), status):
+            raise
     except OSError as error:
         if error.errno not in _UNLINKABLE:
             raise
-        temporary = target.with_name(f".{target.name}.tmp")
+        temporary = target.with_name(f".{target.name}{_COPY_SUFFIX}")
         shutil.copyfile(source, temporary)
+        os.utime(temporary, ns=(status.st_atime_ns, status.st_mtime_ns))
         descriptor = os.open(temporary, os.O_RDONLY)
         try:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
         os.replace(temporary, target)
+
+
+def _same_period(held: os.stat_result, status: os.stat_result) -> bool:
+    """Whether a period's name in the store is the file ``status`` describes: the same file (a hard link), or its
+    copy (the same size and the same modification time, to the nanosecond: the moment the period was sealed)."""
+    if (held.st_dev, held.st_ino) == (status.st_dev, status.st_ino):
+        return True
+    return (held.st_size, held.st_mtime_ns) == (status.st_size, status.st_mtime_ns)
 
 
 def _create_segment(path: Path, base: int) -> None:
