@@ -79,6 +79,9 @@ KINDS: Final = frozenset((ROW, SHAPE, WHOLE))
 ROWS: Final = 4  # not written: ``read_frames`` gives a run of row frames as one, whole (heads and commit words)
 ROW_PAYLOAD_SIZE: Final = 92  # a row frame's payload (``request_rows.ROW_PAYLOAD``): every row frame is this long
 ROW_FRAME_SIZE: Final = 104
+_ROW_HEAD: Final = FRAME_HEAD.pack(ROW_PAYLOAD_SIZE, ROW)
+_ROW_COMMIT: Final = COMMIT.pack(COMMIT_MARK)
+_FIRST_WINDOW: Final = 4  # row frames a run is first checked for (``_committed_rows``)
 
 _OLD_FRAME: Final = struct.Struct("<II")  # the earlier format's frames: length, CRC-32
 _OPEN: Final = ".journal"  # a period being written
@@ -292,15 +295,26 @@ def read_frames(data: bytes) -> tuple[list[tuple[int, bytes]], int]:
 def _committed_rows(data: bytes, offset: int) -> int:
     """How many whole row frames follow one another from ``offset``: a run ends at the first frame that is not a
     row's or has no commit word. Checked by strided views over the run (the rows are most of a period), not frame
-    by frame."""
-    count = (len(data) - offset) // ROW_FRAME_SIZE
-    run = memoryview(data)[offset : offset + count * ROW_FRAME_SIZE]
-    heads = run.cast("Q")[0 :: ROW_FRAME_SIZE // 8].tobytes()
-    commits = run.cast("I")[ROW_FRAME_SIZE // 4 - 1 :: ROW_FRAME_SIZE // 4].tobytes()
-    return min(
-        _same_prefix(heads, FRAME_HEAD.pack(ROW_PAYLOAD_SIZE, ROW) * count, FRAME_HEAD.size),
-        _same_prefix(commits, COMMIT.pack(COMMIT_MARK) * count, COMMIT.size),
-    )
+    by frame, in windows that double from ``_FIRST_WINDOW`` frames: a run costs in proportion to its own length,
+    not to the rest of the file (a period where every request has a shape of its own is runs of one row)."""
+    available = (len(data) - offset) // ROW_FRAME_SIZE
+    found = 0
+    window = _FIRST_WINDOW
+    while found < available:
+        count = min(window, available - found)
+        start = offset + found * ROW_FRAME_SIZE
+        run = memoryview(data)[start : start + count * ROW_FRAME_SIZE]
+        heads = run.cast("Q")[0 :: ROW_FRAME_SIZE // 8].tobytes()
+        commits = run.cast("I")[ROW_FRAME_SIZE // 4 - 1 :: ROW_FRAME_SIZE // 4].tobytes()
+        same = min(
+            _same_prefix(heads, _ROW_HEAD * count, FRAME_HEAD.size),
+            _same_prefix(commits, _ROW_COMMIT * count, COMMIT.size),
+        )
+        found += same
+        if same < count:
+            break
+        window *= 2
+    return found
 
 
 def _same_prefix(found: bytes, expected: bytes, unit: int) -> int:
