@@ -4,20 +4,22 @@ worker's log store as it is, or is published to the log bus, and then leaves the
 the stores' one writer).
 
 A period is first read into columns (``period_columns``: its ``http_requests`` records, then its
-``firewall_events``). A log store (a ``PeriodSink``) then *adopts* the period's file: ``fsync``ed, given a name in each
-dataset's stream, readable (``LogStore.adopt_period``); the columns only spare its readers converting it again. No
-record is written a second time: the journal's file is the store's segment. The log bus (a ``ColumnSink``,
-``bus_publisher.BusPublisher``, NATS JetStream, when edge and delivery run on different nodes) is given the columns
-(``commit_columns``), one part per dataset, acknowledged when the call returns. Once the period is taken, its name
-in the journal is deleted: at every moment each accepted record is in the journal or taken, and no thread or buffer
-copies it in between. A store or bus that refuses (``OSError``: a full or failing disk, an unreachable bus) leaves
-the period in the journal, and a later ``ingest`` takes it again: a store does not take twice the period that is
-already its newest, and the bus recognises the parts it has (below); the journal of that worker is not taken further
-meanwhile, so records keep their order. A frame that cannot be read (a damaged file) ends its period with a warning,
-and the frames before it are taken (a frame a kill cut short was never committed: the journal's reader stops before
-it); a period that cannot be converted at all is quarantined as ``<period>.unreadable`` with an error in the log, and
-the others go on. Only the edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops journalled
-records.
+``firewall_events``). A log store (a ``PeriodSink``) then *adopts* the period's file for its ``http_requests``
+records: ``fsync``ed, named in the dataset's stream, readable (``LogStore.adopt_period``); the columns only spare its
+readers converting it again. No request record is written a second time: the journal's file is the store's segment.
+Its firewall events, few and small, are committed in columns (``commit_columns``), so that they keep their own,
+compact retention. The log bus (a ``ColumnSink``, ``bus_publisher.BusPublisher``, NATS JetStream, when edge and
+delivery run on different nodes) is given every part in columns (``commit_columns``), acknowledged when the call
+returns. Once every part of a period is taken, its name in the journal is deleted: at every moment each accepted
+record is in the journal or taken, and no thread or buffer copies it in between. A store or bus that refuses
+(``OSError``: a full or failing disk, an unreachable bus) leaves the period in the journal, and a later ``ingest``
+goes on from the part that failed; after a restart, a store does not take twice the period that is already its newest
+(its firewall events, committed in columns, may be stored twice if the process died after committing them), and the
+bus recognises the parts it has (below); the journal of that worker is not taken further meanwhile, so records keep
+their order. A frame that cannot be read (a damaged file) ends its period with a warning, and the frames before it are
+taken (a frame a kill cut short was never committed: the journal's reader stops before it); a period that cannot be
+converted at all is quarantined as ``<period>.unreadable`` with an error in the log, and the others go on. Only the
+edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops journalled records.
 
 Given a ``node_id``, each part committed to the bus carries an idempotency key, ``{node id}/{worker}/{period}.{seal}/
 {part}`` (the worker's journal directory without ``.journal``, the period's number and the time its file was sealed,
@@ -59,19 +61,21 @@ RECORDS_EMITTED = Counter(
 _NODE_ID: Final = re.compile(NODE_NAME_PATTERN)  # a node's name, as the settings take it: a part of a key
 
 
-@runtime_checkable
-class PeriodSink(Protocol):
-    """Where the intake hands a period over as it is: a log store (``LogStore.adopt_period``). Durable when
-    ``adopt_period`` returns; an ``OSError`` (or ``LogStoreError``) when not."""
-
-    def adopt_period(self, path: Path, parts: PeriodParts) -> dict[str, int]: ...
-
-
 class ColumnSink(Protocol):
     """Where the intake commits a period's records in columns: the log bus (``bus_publisher.BusPublisher``), which
-    needs the key. Acknowledged when ``commit_columns`` returns; an ``OSError`` (or ``LogStoreError``) when not."""
+    needs the key, or a log store. Durable, or acknowledged, when ``commit_columns`` returns; an ``OSError`` (or
+    ``LogStoreError``) when not."""
 
     def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch], key: str | None = None) -> None: ...
+
+
+@runtime_checkable
+class PeriodSink(ColumnSink, Protocol):
+    """A sink that takes a period's file as it is for its ``http_requests`` records (a log store,
+    ``LogStore.adopt_period``), and the rest in columns. Durable when ``adopt_period`` returns; an ``OSError`` (or
+    ``LogStoreError``) when not."""
+
+    def adopt_period(self, path: Path, dataset: str, batches: Sequence[pa.RecordBatch]) -> int: ...
 
 
 class JournalIntake:
@@ -100,9 +104,8 @@ class JournalIntake:
         count = 0
         for directory, store in self.stores.items():
             for period in sealed_periods(directory):
-                path = sealed_path(directory, period)
                 try:
-                    parts = period_columns(path)
+                    parts = period_columns(sealed_path(directory, period))
                     key = self._key(directory, period)
                 except FileNotFoundError:  # deleted meanwhile (the edge worker's bound on an untaken backlog)
                     continue
@@ -110,10 +113,7 @@ class JournalIntake:
                     self._parts_taken.pop((directory, period), None)
                     _quarantine(directory, period, error)
                     continue
-                if isinstance(store, PeriodSink):
-                    committed, whole = self._adopt(store, path, parts)
-                else:
-                    committed, whole = self._commit(store, directory, period, parts, key)
+                committed, whole = self._take(store, directory, period, parts, key)
                 count += committed
                 if not whole:
                     break  # the disk failed: the rest of this period, and the next, wait for the next look
@@ -128,30 +128,18 @@ class JournalIntake:
         worker = directory.name.removesuffix(".journal")
         return f"{self.node_id}/{worker}/{period}.{sealed_identity(directory, period)}"
 
-    def _adopt(self, store: PeriodSink, path: Path, parts: PeriodParts) -> tuple[int, bool]:
-        """Hands a period to a log store: how many records it took, and whether it took the period."""
-        try:
-            taken = store.adopt_period(path, parts)
-        except (OSError, LogStoreError) as error:
-            for dataset, batches in parts:
-                self._counters[dataset][1].inc(sum(batch.num_rows for batch in batches))
-            log.warning("log store did not take the request journal's period", path=str(path), error=str(error))
-            return 0, False
-        for dataset, records in taken.items():
-            self._counters[dataset][0].inc(records)
-        return sum(taken.values()), True
-
-    def _commit(
+    def _take(
         self,
-        store: ColumnSink,
+        store: PeriodSink | ColumnSink,
         directory: Path,
         period: int,
         parts: PeriodParts,
         commit_key: str | None,
     ) -> tuple[int, bool]:
-        """Commits a period's parts the sink has not committed yet (each under ``{commit_key}/{part}`` when there
-        is a key): how many records that was, and whether every part is now committed (when one fails, the next ingest
-        goes on from that part)."""
+        """Hands a sink a period's parts it has not taken yet: to a log store, the period's file for its
+        ``http_requests`` records and the other parts in columns; to the bus, every part in columns (each under
+        ``{commit_key}/{part}`` when there is a key). How many records that was, and whether every part is now taken
+        (when one fails, the next ingest goes on from that part)."""
         key = (directory, period)
         count = 0
         for part, (dataset, batches) in enumerate(parts):
@@ -160,13 +148,15 @@ class JournalIntake:
                 continue  # committed by an earlier ingest, before a later part failed; or nothing to commit
             emitted, refused = self._counters[dataset]
             try:
-                if commit_key is None:
+                if isinstance(store, PeriodSink) and dataset == HTTP_REQUESTS:
+                    records = store.adopt_period(sealed_path(directory, period), dataset, batches)
+                elif commit_key is None:
                     store.commit_columns(dataset, batches)
                 else:
                     store.commit_columns(dataset, batches, f"{commit_key}/{part}")
             except (OSError, LogStoreError) as error:
                 refused.inc(records)
-                log.warning("log store did not commit the request journal's records", dataset=dataset, error=str(error))
+                log.warning("log store did not take the request journal's records", dataset=dataset, error=str(error))
                 return count, False
             emitted.inc(records)
             count += records

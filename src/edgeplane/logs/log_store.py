@@ -26,14 +26,16 @@ Layout on disk::
     <directory>/<dataset>/cursors/<job id>.cursor                    one file per job: its position, as decimal text
 
 A **period** segment is a sealed request-journal period's file as the edge worker wrote it (``request_journal``: its
-rows, shapes and records kept whole, in frames), ``count`` records of the dataset. A period with records of both
-datasets is one file with a name in each dataset's directory (a hard link; a copy where the file system links none),
-and each dataset's retention deletes its own name. Readers convert a period to columns
-(``period_columns.period_columns``, a function of the file's bytes alone), keeping the columns of the periods read or
-adopted last (``_PERIOD_CACHE_BYTES``): the intake adopts with the columns it converted, so delivery right behind it
-converts nothing again. A period holds about 104 bytes a request record against about 45 in a zstd block of columns:
-the same ``retention_bytes`` keep less than half as many records, in exchange for not writing each record twice.
-The store never writes into a period: the next records written in columns start a segment after it.
+rows, shapes and records kept whole, in frames), its ``count`` records of ``http_requests`` (its firewall events,
+few and small, the intake commits in columns, ``commit_columns``). Its name also carries the file's CRC-32 when it
+was adopted, which a reader checks before it converts the file: the frames carry none, and a bit flipped at rest must
+not turn a record into another zone's. Readers convert a period to columns (``period_columns.period_columns``, a
+function of the file's bytes alone), and read the columns this process converted last (``period_columns.CONVERTED``)
+instead: the intake adopts a period with the columns it converted, so delivery right behind it converts nothing
+again. A period holds about 104 bytes a request record (more when requests differ in their texts: up to about 270
+when each has a query of its own) against about 45 in a zstd block of columns: the same ``retention_bytes`` keep
+fewer records, in exchange for not writing each record twice. The store never writes into a period: the next
+records written in columns start a segment after it.
 
 A store-written segment is a sequence of *blocks*, one per dataset per commit or flush (large ones are split): a 24-byte
 header (magic, payload length, record count, first offset, CRC32 of header and payload) then the payload. The store
@@ -87,7 +89,6 @@ does none, so it is safe to call on an event loop.
 from __future__ import annotations
 
 import bisect
-import collections
 import contextlib
 import errno
 import fcntl
@@ -105,7 +106,7 @@ from typing import Any, Final, Protocol
 import pyarrow as pa
 from isal.isal_zlib import crc32  # the same CRC-32 as zlib's, many times faster on large blocks
 
-from edgeplane.logs.period_columns import PeriodParts, period_columns
+from edgeplane.logs.period_columns import CONVERTED, period_columns
 from edgeplane.logs.record_columns import (
     Compression,
     batch_of_any_rows,
@@ -136,10 +137,10 @@ HEADER_BYTES: Final = _HEADER.size + _CRC.size
 _MAX_BLOCK_PAYLOAD: Final = 1 << 20
 _READ_CHUNK: Final = 1 << 20
 _DATASET_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
-_PERIOD_NAME: Final = re.compile(rf"(\d{{{OFFSET_DIGITS}}})-(\d{{1,19}}){re.escape(PERIOD_SUFFIX)}")
-# The columns of the periods read last (a store's readers, the jobs, mostly read the same recent ones), up to this
-# many bytes of Arrow buffers.
-_PERIOD_CACHE_BYTES: Final = 64 << 20
+# a period's name: its first offset, its count of records and its file's CRC-32 when adopted
+_PERIOD_NAME: Final = re.compile(
+    rf"(\d{{{OFFSET_DIGITS}}})-([1-9]\d{{0,18}})-([0-9a-f]{{8}}){re.escape(PERIOD_SUFFIX)}"
+)
 # A period is hard-linked into the store; when the file system cannot link it there, it is copied (under a temporary
 # name first, which a writer opening the store deletes: a crash left it).
 _UNLINKABLE: Final = frozenset((errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK))
@@ -328,16 +329,15 @@ class LogStore(LogReader, Protocol):
         store: it hands it the period itself, ``adopt_period``.)"""
         ...
 
-    def adopt_period(self, path: Path, parts: PeriodParts) -> dict[str, int]:
-        """Take the sealed request-journal period at ``path`` into the store as it is, its file becoming a segment of
-        each dataset it has records of, after the streams' ends: the journal's one durable hop (no record is written
-        again). ``parts`` are its records in columns (``period_columns``), which the store keeps for its readers
-        while they are recent, and converts from the file again when they are not. Durable when it returns (the
-        file ``fsync``ed before it is readable), so the caller then deletes the period from its journal. A period
-        that is already a stream's newest (its caller died before deleting it) is not taken twice. Returns how many
-        records of each dataset were taken. Blocks on the disk. Raises ``OSError`` when the disk refuses (a dataset
-        taken before the one that failed stays taken, and taking the period again skips it) and
-        ``LogStoreClosedError`` on a closed or read-only store."""
+    def adopt_period(self, path: Path, dataset: str, batches: Sequence[pa.RecordBatch]) -> int:
+        """Take the sealed request-journal period at ``path`` into the store as it is, its file becoming the next
+        segment of ``dataset``'s stream: the journal's one durable hop (no record is written again). ``batches`` are
+        its records of the dataset in columns (``period_columns``), which readers in this process read while they
+        are recent; the store converts the file again when they are not. Durable when it returns (the file
+        ``fsync``ed before it is readable), so the caller then deletes the period from its journal. A period that is
+        already the stream's newest (its caller died before deleting it) is not taken twice. Returns how many records
+        were taken. Blocks on the disk. Raises ``OSError`` when the disk refuses and ``LogStoreClosedError`` on a
+        closed or read-only store."""
         ...
 
     def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
@@ -356,6 +356,14 @@ class LogStore(LogReader, Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class _Period:
+    """A journal period held as a segment: its count of records, and its file's CRC-32 when it was adopted."""
+
+    count: int
+    checksum: int
+
+
 @dataclass(slots=True)
 class _Published:
     """What readers may see of a stream: its segments' first offsets, and the valid length of the last one."""
@@ -363,7 +371,7 @@ class _Published:
     segments: tuple[int, ...]
     last_size: int
     end: int
-    periods: dict[int, int] = field(default_factory=dict)  # the segments that are journal periods: first -> count
+    periods: dict[int, _Period] = field(default_factory=dict)  # the segments that are journal periods, by first offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,12 +478,6 @@ class SegmentedLogStore:
         self._read_hints: dict[tuple[str, int], tuple[int, _Block]] = {}
         self._views: dict[str, _Published] = {}  # read-only: what was seen on disk last time
         self._verify: set[str] = set()  # read-only: datasets whose last segment is to be rescanned with CRCs
-        # the columns of the periods read or taken last: (dataset, first offset) -> (file size, batches, their bytes)
-        self._period_columns: collections.OrderedDict[tuple[str, int], tuple[int, list[pa.RecordBatch], int]] = (
-            collections.OrderedDict()
-        )
-        self._period_columns_bytes = 0
-        self._period_columns_lock = threading.Lock()
         self.directory.mkdir(parents=True, exist_ok=True)
         self._writer_lock = _lock_writer(self.directory) if writable else -1
         if writable:
@@ -565,60 +567,56 @@ class SegmentedLogStore:
         with self._lock:
             self._counters["appended"] += offset - published.end
 
-    def adopt_period(self, path: Path, parts: PeriodParts) -> dict[str, int]:
-        """See ``LogStore.adopt_period``. A period of records of both datasets is one file with a name in each
-        dataset's directory (``<first offset>-<count>.period``, a hard link; a copy where the file system links
-        none), each of which retention deletes on its own."""
+    def adopt_period(self, path: Path, dataset: str, batches: Sequence[pa.RecordBatch]) -> int:
+        """See ``LogStore.adopt_period``: named ``<first offset>-<count>-<CRC-32>.period`` in the dataset's directory,
+        a hard link (a copy where the file system links none)."""
         with self._lock:
             if self._closed:
                 raise LogStoreClosedError("the log store is closed")
+        kept = [batch for batch in batches if batch.num_rows]
+        count = sum(batch.num_rows for batch in kept)
+        if not count:
+            return 0
         descriptor = os.open(path, os.O_RDONLY)
         try:
             os.fsync(descriptor)
             status = os.fstat(descriptor)
+            checksum = _file_checksum(descriptor)
         finally:
             os.close(descriptor)
-        taken: dict[str, int] = {}
-        source = path
-        for dataset, given in parts:
-            batches = [batch for batch in given if batch.num_rows]
-            count = sum(batch.num_rows for batch in batches)
-            if not count:
-                continue
-            stream = self._streams.get(dataset) or self._writable_stream(dataset)
-            with self._write_lock:
-                taken[dataset], source = self._link_period(stream, source, status, batches, count)
-            # the next dataset's name is made from the store's, not the journal's, which the edge worker may delete
-            # meanwhile (its bound on an untaken backlog)
-        with self._lock:
-            self._counters["appended"] += sum(taken.values())
+        stream = self._streams.get(dataset) or self._writable_stream(dataset)
+        with self._write_lock:
+            taken = self._link_period(stream, path, status, _Period(count, checksum))
+        if taken:
+            CONVERTED.keep(status, dataset, kept)
+            with self._lock:
+                self._counters["appended"] += taken
         return taken
 
-    def _link_period(
-        self, stream: _Stream, path: Path, status: os.stat_result, batches: list[pa.RecordBatch], count: int
-    ) -> tuple[int, Path]:
+    def _link_period(self, stream: _Stream, path: Path, status: os.stat_result, period: _Period) -> int:
         """Makes the period at ``path`` (its file's ``status``) the stream's last segment; how many records that took
-        (0 when it is the stream's newest period already), and the period's name in the stream."""
+        (0 when it is the stream's newest period already)."""
         published = stream.published
         newest = max(published.periods, default=None)
         if newest is not None:
-            held_path = stream.path / _period_name(newest, published.periods[newest])
             with contextlib.suppress(FileNotFoundError):
-                if _same_period(held_path.stat(), status):
-                    return 0, held_path
-        if stream.fd >= 0 and stream.unsynced:
-            os.fsync(stream.fd)  # the records before the period are durable before it is
-            stream.unsynced = False
+                if _same_period((stream.path / _period_name(newest, published.periods[newest])).stat(), status):
+                    return 0
+        if stream.fd >= 0:
+            if os.fstat(stream.fd).st_size != published.last_size:
+                os.ftruncate(stream.fd, published.last_size)  # a write that failed half way: no bytes before the period
+            if stream.unsynced:
+                os.fsync(stream.fd)  # the records before the period are durable before it is
+                stream.unsynced = False
         base = published.end
         segments = list(published.segments)
         empty = segments[-1] == base and base not in published.periods  # a segment without records: replaced
-        target = stream.path / _period_name(base, count)
-        _link_or_copy(path, target, status)
+        _link_or_copy(path, stream.path / _period_name(base, period), status)
         _sync_directory(stream.path)
         if empty:
             segments.pop()
         stream.published = _Published(
-            (*segments, base), status.st_size, base + count, {**published.periods, base: count}
+            (*segments, base), status.st_size, base + period.count, {**published.periods, base: period}
         )
         if stream.fd >= 0:
             with contextlib.suppress(OSError):
@@ -626,8 +624,7 @@ class SegmentedLogStore:
             stream.fd = -1
         if empty:
             (stream.path / _segment_name(base)).unlink(missing_ok=True)
-        self._keep_period_columns((stream.name, base), status.st_size, batches)
-        return count, target
+        return period.count
 
     def _accept(self, dataset: str, items: Sequence[_Pending], size: int, count: int | None = None) -> None:
         """Queue ``items`` (``count`` records; one per item by default) for the flusher."""
@@ -793,7 +790,8 @@ class SegmentedLogStore:
             blocks: list[tuple[_Block, Any]]  # bytes of a segment's blocks, or record batches of a period
             try:
                 if base in published.periods:
-                    blocks, stopped_at = self._read_period(dataset, base, published.periods[base], next_position, names)
+                    blocks = self._read_period(dataset, base, published.periods[base], next_position, names)
+                    stopped_at = None
                 else:
                     blocks, stopped_at = self._read_segment(
                         dataset, base, start_byte, limit, next_position, max_records - taken, max_bytes - taken_bytes
@@ -886,59 +884,34 @@ class SegmentedLogStore:
         self._read_hints[(dataset, position)] = hint
 
     def _read_period(
-        self, dataset: str, base: int, count: int, position: int, names: Collection[str] | None
-    ) -> tuple[list[tuple[_Block, pa.RecordBatch]], None]:
+        self, dataset: str, base: int, period: _Period, position: int, names: Collection[str] | None
+    ) -> list[tuple[_Block, pa.RecordBatch]]:
         """The record batches of a period holding records at or after ``position`` (only the columns ``names``,
         when given), as blocks that count the period's file size, shared among its records, towards a read's byte
-        bound; converted from the file unless they are among the columns kept (``_PERIOD_CACHE_BYTES``). Raises
-        ``FileNotFoundError`` when retention deleted it, ``CorruptSegmentError`` when its file does not convert to
-        ``count`` records."""
-        key = (dataset, base)
-        with self._period_columns_lock:
-            kept = self._period_columns.get(key)
-            if kept is not None:
-                self._period_columns.move_to_end(key)
-        if kept is None:
-            path = self.directory / dataset / _period_name(base, count)
-            size = path.stat().st_size
+        bound; converted from the file unless this process has them (``period_columns.CONVERTED``). Raises
+        ``FileNotFoundError`` when retention deleted it, ``CorruptSegmentError`` when its file no longer has its
+        checksum or does not convert to its count of records."""
+        path = self.directory / dataset / _period_name(base, period)
+        status = path.stat()
+        batches = CONVERTED.get(status, dataset)
+        if batches is None:
             try:
-                converted = dict(period_columns(path)).get(dataset, [])
+                converted = dict(period_columns(path, checksum=period.checksum)).get(dataset, [])
             except (ValueError, IndexError, TypeError) as error:
                 raise CorruptSegmentError(f"{dataset}: the period at offset {base} does not convert: {error}") from None
             batches = [batch for batch in converted if batch.num_rows]
-            if sum(batch.num_rows for batch in batches) != count:
+            if sum(batch.num_rows for batch in batches) != period.count:
                 raise CorruptSegmentError(f"{dataset}: the period at offset {base} holds the wrong count")
-            self._keep_period_columns(key, size, batches)
-        else:
-            size, batches, _ = kept
+            CONVERTED.keep(status, dataset, batches)
         found: list[tuple[_Block, pa.RecordBatch]] = []
         first = base
         for number, batch in enumerate(batches):
             if first + batch.num_rows > position:
-                share = max(1, size * batch.num_rows // count)
+                share = max(1, status.st_size * batch.num_rows // period.count)
                 chosen = batch if names is None else _projected(batch, names)
                 found.append((_Block(number, first, batch.num_rows, share, columns=True, period=True), chosen))
             first += batch.num_rows
-        return found, None
-
-    def _forget_period_columns(self, key: tuple[str, int]) -> None:
-        with self._period_columns_lock:
-            old = self._period_columns.pop(key, None)
-            if old is not None:
-                self._period_columns_bytes -= old[2]
-
-    def _keep_period_columns(self, key: tuple[str, int], size: int, batches: list[pa.RecordBatch]) -> None:
-        """Keeps a period's columns for the next reads, dropping those read least recently beyond the bound."""
-        nbytes = sum(batch.nbytes for batch in batches)
-        with self._period_columns_lock:
-            old = self._period_columns.pop(key, None)
-            if old is not None:
-                self._period_columns_bytes -= old[2]
-            self._period_columns[key] = (size, batches, nbytes)
-            self._period_columns_bytes += nbytes
-            while self._period_columns_bytes > _PERIOD_CACHE_BYTES and len(self._period_columns) > 1:
-                _, (_, _, dropped) = self._period_columns.popitem(last=False)
-                self._period_columns_bytes -= dropped
+        return found
 
     def _read_segment(
         self,
@@ -1033,7 +1006,7 @@ class SegmentedLogStore:
                 size = (path / _period_name(last, periods[last])).stat().st_size
             except FileNotFoundError:
                 return self._discover(dataset)  # deleted by retention meanwhile: look again
-            view = _Published(tuple(segments), size, last + periods[last], periods)
+            view = _Published(tuple(segments), size, last + periods[last].count, periods)
             self._views[dataset] = view
             return view
         known = self._views.get(dataset)
@@ -1158,7 +1131,7 @@ class SegmentedLogStore:
             last = segments[-1]
             if last in periods:  # the next write starts a segment after it (``_roll``)
                 size = (path / _period_name(last, periods[last])).stat().st_size
-                stream = _Stream(dataset, path, _Published(tuple(segments), size, last + periods[last], periods))
+                stream = _Stream(dataset, path, _Published(tuple(segments), size, last + periods[last].count, periods))
                 self._streams[dataset] = stream
                 return stream
             segment_path = path / _segment_name(last)
@@ -1390,7 +1363,8 @@ class SegmentedLogStore:
                 stream.published = _Published(tuple(segments), published.last_size, published.end, periods)
                 for base in doomed:
                     _segment_path(stream.path, published, base).unlink(missing_ok=True)
-                    self._forget_period_columns((stream.name, base))
+                    if base in published.periods and base in sizes:
+                        CONVERTED.forget(sizes[base])
                 _sync_directory(stream.path)
             with self._lock:
                 self._counters["deleted"] += len(doomed)
@@ -1488,23 +1462,23 @@ def _scan_headers(path: Path, expected: int, start: int = 0) -> tuple[list[_Bloc
     return blocks, byte
 
 
-def _list_segments(path: Path) -> tuple[list[int], dict[int, int]]:
+def _list_segments(path: Path) -> tuple[list[int], dict[int, _Period]]:
     """The first offsets of the segments in a dataset's directory, in order, and of those that are journal periods,
     their counts. A period and a segment of the same first offset (the empty segment a period took the place of,
     left by a crash) are the period."""
     if not path.is_dir():
         return [], {}
     bases = set()
-    periods: dict[int, int] = {}
+    periods: dict[int, _Period] = {}
     for entry in path.iterdir():
         name = entry.name
         stem = name.removesuffix(SEGMENT_SUFFIX)
         if name.endswith(SEGMENT_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit():
             bases.add(int(stem))
         elif matched := _PERIOD_NAME.fullmatch(name):
-            base, count = int(matched[1]), int(matched[2])
+            base = int(matched[1])
             bases.add(base)
-            periods[base] = count
+            periods[base] = _Period(int(matched[2]), int(matched[3], 16))
     return sorted(bases), periods
 
 
@@ -1512,14 +1486,24 @@ def _segment_name(base: int) -> str:
     return f"{base:0{OFFSET_DIGITS}d}{SEGMENT_SUFFIX}"
 
 
-def _period_name(base: int, count: int) -> str:
-    return f"{base:0{OFFSET_DIGITS}d}-{count}{PERIOD_SUFFIX}"
+def _period_name(base: int, period: _Period) -> str:
+    return f"{base:0{OFFSET_DIGITS}d}-{period.count}-{period.checksum:08x}{PERIOD_SUFFIX}"
+
+
+def _file_checksum(descriptor: int) -> int:
+    """The CRC-32 of a file's bytes, read from its descriptor."""
+    checksum = 0
+    offset = 0
+    while chunk := os.pread(descriptor, _READ_CHUNK, offset):
+        checksum = crc32(chunk, checksum)
+        offset += len(chunk)
+    return checksum
 
 
 def _segment_path(path: Path, published: _Published, base: int) -> Path:
     """The file of the segment at ``base`` in the dataset directory ``path``: a segment's, or a period's."""
-    count = published.periods.get(base)
-    return path / (_segment_name(base) if count is None else _period_name(base, count))
+    period = published.periods.get(base)
+    return path / (_segment_name(base) if period is None else _period_name(base, period))
 
 
 def _projected(batch: pa.RecordBatch, names: Collection[str]) -> pa.RecordBatch:
