@@ -8,18 +8,12 @@ clients, a firewall match every ``--firewall-every`` answers). Each tree is meas
 ``src`` first on ``PYTHONPATH``), one round at a time, the trees in turn and in alternating order round by round; a
 round runs both passes, in alternating order too:
 
-- ``conversion``: every period read into columns (``period_columns``; at trees before ``9165121`` the intake's own
-  ``_parts``, the same code): what any intake must do at least;
+- ``conversion``: every period read into columns (the intake's ``_parts``; ``period_columns`` at the trees where
+  the log store adopted periods as its segments, ``9165121`` to ``5fc1c9a``, kept in git to compare): what any intake
+  must do at least;
 - ``intake``: a fresh copy of the journal (copied before the clock starts) taken by ``JournalIntake`` into a new
-  ``SegmentedLogStore`` beside it, every dataset, as the delivery process does; at trees before ``9165121`` that
-  writes the columns again (zstd Arrow IPC, ``fsync``), from ``9165121`` on the store adopts each period's file
-  (``fsync``, a hard link).
-
-``--linear-read``: the journal's reader (``request_journal._committed_rows``, the same at both trees) checks a run
-of rows against the whole rest of the file, so a period of many short runs (a shape frame between them) reads in
-time quadratic in its runs, which dominates the conversion of periods of many shapes. With this flag each process
-checks runs over growing windows instead (the same answer, in time linear in the run), to show what the intake
-itself costs beside a linear conversion.
+  ``SegmentedLogStore`` beside it, every dataset, as the delivery process does: the columns written again (zstd
+  Arrow IPC, ``fsync``); at the trees that adopted periods, each period's file ``fsync``ed and hard-linked instead.
 
 Arrow runs on one thread (as in the delivery process). Figures: CPU of the process (``process_time``) and wall
 clock, in microseconds a record, medians over the rounds; the intake's over the conversion's of the same round
@@ -50,9 +44,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # -- one tree, in its own process ----------------------------------------------------------------------------------
 
 
-def measure_tree(journal: Path, rounds: int, first: str, *, linear_read: bool = False) -> dict[str, Any]:
+def measure_tree(journal: Path, rounds: int, first: str) -> dict[str, Any]:
     """``rounds`` rounds of both passes over a copy of ``journal``, with the tree on this process's path; ``first``
-    is the pass the first round starts with; ``linear_read``: see the module docstring."""
+    is the pass the first round starts with."""
     import pyarrow as pa
 
     from edgeplane.logs.datasets import DATASETS
@@ -60,8 +54,6 @@ def measure_tree(journal: Path, rounds: int, first: str, *, linear_read: bool = 
     from edgeplane.logs.log_store import SegmentedLogStore
     from edgeplane.logs.request_journal import sealed_periods
 
-    if linear_read:
-        _read_runs_linearly()
     pa.set_cpu_count(1)  # as the delivery process runs Arrow
     pa.set_io_thread_count(1)
     convert = _converter()
@@ -96,35 +88,15 @@ def measure_tree(journal: Path, rounds: int, first: str, *, linear_read: bool = 
     return {"source": _source(), "journal_bytes": _bytes_on_disk(journal), "passes": passes}
 
 
-def _read_runs_linearly() -> None:
-    """Replaces the journal reader's check of a run of rows by the same check over windows of 64, 128, ... rows."""
-    from edgeplane.logs import request_journal
-
-    whole_rest = request_journal._committed_rows
-    frame = request_journal.ROW_FRAME_SIZE
-
-    def windowed(data: bytes, offset: int) -> int:
-        total, window = 0, 64
-        while (count := min(window, (len(data) - offset) // frame)) > 0:
-            found = whole_rest(bytes(memoryview(data)[offset : offset + count * frame]), 0)
-            total += found
-            if found < count:
-                break
-            offset, window = offset + found * frame, window * 2
-        return total
-
-    request_journal._committed_rows = windowed
-
-
 def _converter() -> Any:
-    """The conversion of a sealed period to columns, as the tree on the path does it: ``period_columns`` from
-    ``9165121`` on, the intake's ``_parts`` before."""
+    """The conversion of a sealed period to columns, as the tree on the path does it: the intake's ``_parts``, or
+    ``period_columns`` at the trees that adopted periods (``9165121`` to ``5fc1c9a``)."""
     try:
         from edgeplane.logs.period_columns import period_columns
     except ImportError:
         from edgeplane.logs import journal_intake
 
-        return journal_intake._parts  # type: ignore[attr-defined]  # trees before 9165121
+        return journal_intake._parts
     from edgeplane.logs.request_journal import sealed_path
 
     return lambda directory, period: period_columns(sealed_path(directory, period))
@@ -172,11 +144,10 @@ def make_journal(directory: Path, args: argparse.Namespace) -> int:
     return len(journal_answers.write_journal(directory, answered, args.period_records))
 
 
-def run_tree(source: Path, journal: Path, first: str, *, linear_read: bool) -> dict[str, Any]:
+def run_tree(source: Path, journal: Path, first: str) -> dict[str, Any]:
     """One round of ``measure_tree`` in a process of its own, ``source`` first on its path."""
     environment = {**os.environ, "PYTHONPATH": str(source.resolve())}
     command = [sys.executable, str(Path(__file__).resolve()), "--measure", str(journal), "--first", first]
-    command += ["--linear-read"] if linear_read else []
     done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{source}: {done.stderr.strip()[-2000:]}")
@@ -254,9 +225,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=20, help="distinct clients; 0: each record its own")
     parser.add_argument("--firewall-every", type=int, default=500, help="a firewall match every N answers")
     parser.add_argument("--seed", type=int, default=1, help="seed of the generated records")
-    parser.add_argument(
-        "--linear-read", action="store_true", help="read journal periods in linear time (module docstring)"
-    )
     parser.add_argument("--json", action="store_true", help="also print the results as one JSON document")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # a tree's process: this journal
     parser.add_argument("--first", choices=("conversion", "intake"), default="conversion", help=argparse.SUPPRESS)
@@ -269,7 +237,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.measure is not None:
-        print(json.dumps(measure_tree(args.measure, 1, args.first, linear_read=args.linear_read)))
+        print(json.dumps(measure_tree(args.measure, 1, args.first)))
         return 0
     sources = {"A": args.a, "B": args.b} if args.a is not None else {"B": args.b}
     with tempfile.TemporaryDirectory(prefix="edgeplane-bench-intake-") as scratch:
@@ -281,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             names = list(sources) if index % 2 == 0 else list(reversed(sources))
             for name in names:
                 first = "conversion" if (index // 2) % 2 == 0 else "intake"
-                document = run_tree(sources[name], journal, first, linear_read=args.linear_read)
+                document = run_tree(sources[name], journal, first)
                 documents[name].append(document)
                 by_kind = {item["kind"]: item for item in document["passes"]}
                 print(

@@ -1,8 +1,7 @@
 """Generated records as the edge journals them: each ``http_requests`` record of ``bench/pipeline.py``'s
 ``edge_records`` turned back into the answer the edge worker gave (an ``EdgeRequest``, its ``Exchange``, the
 ``EdgeResponse``, the bytes written and when) and committed through ``RequestLog`` into a ``RequestJournal``, in
-sealed periods, as an edge worker leaves them for the delivery process's intake (``bench/intake.py``, and
-``bench/pipeline.py --store periods``).
+sealed periods, as an edge worker leaves them for the delivery process's intake (``bench/intake.py``).
 
 Clients: a journal row's shape (``request_rows.Shape``) holds the client's address, so how many distinct clients a
 period sees decides how many shape frames it has beside its rows, which the intake and a reader converting the

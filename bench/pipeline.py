@@ -16,12 +16,7 @@ Passes, in alternating order for ``--rounds`` rounds:
 
 The store holds the records in blocks of columns, as the edge writes them (here given as dictionaries to
 ``append_rows``, which makes the same blocks), ``--block-records`` to a block (the edge writes a block per dataset
-every 50 ms, so 500 a block is an edge worker at 10,000 requests/s). With ``--store periods`` the store is filled
-as production fills it: the records journalled through ``RequestLog`` (``bench/journal_answers.py``, periods of
-``--block-records``, ``PERIOD_CLIENTS`` clients) and adopted by the ``JournalIntake``. The ``filtered``,
-``all-fields`` and ``floor`` passes then read that store, every period's columns kept (warm: a job right behind the
-intake), and two more passes, ``filtered-cold`` and ``floor-cold``, a new read-only view, which converts every period
-as it reads it (a job catching up).
+every 50 ms, so 500 a block is an edge worker at 10,000 requests/s).
 
 The figures of a delivery pass cover the batches that completed before delivery first found the store exhausted:
 the last, partial batch waits for ``max_upload_interval_seconds`` by design, which is idle time, not work. The
@@ -93,7 +88,6 @@ import pyarrow.compute as pc  # noqa: E402
 
 from edgeplane.configuration.logpush_jobs import LogpushJobDefinition  # noqa: E402
 from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute  # noqa: E402
-from edgeplane.logs import log_store  # noqa: E402
 from edgeplane.logs.delivery import JobDelivery, JobPlan, plan_job  # noqa: E402
 from edgeplane.logs.destination_conf import parse_destination_conf  # noqa: E402
 from edgeplane.logs.destinations import Destination, DestinationPolicy, open_destination  # noqa: E402
@@ -105,7 +99,6 @@ from edgeplane.logs.log_store import (  # noqa: E402
     RetentionOutlook,
     SegmentedLogStore,
 )
-from edgeplane.logs.period_columns import CONVERTED_BYTES, ConvertedPeriods  # noqa: E402
 from edgeplane.logs.record_columns import COMPRESSIONS, Compression, combined, rows_of  # noqa: E402
 from edgeplane.logs.record_format import GZIP_LIBRARY, gzip_batch  # noqa: E402
 
@@ -125,8 +118,6 @@ PASS_TIMEOUT_SECONDS = 600.0  # a bound on one delivery pass
 BUCKET = "edgeplane-bench"
 ACCOUNT_ID = "bench-account"
 PIN_JOB_ID = 1  # a cursor at 0 that no pass moves: retention never deletes what later passes read
-PERIOD_CLIENTS = 20  # --store periods: distinct clients (bench/journal_answers.py)
-WARM_CACHE_BYTES = 8 << 30  # --store periods: the warm store keeps every period's columns
 
 ZONES = (
     ("zone-1", "example.com", ("eth.example.com", "rpc.example.com"), 60),
@@ -272,56 +263,6 @@ def fill_store(
     finally:
         store.close()
     return total
-
-
-def fill_store_from_periods(
-    directory: Path, journal: Path, count: int, seed: int, period_records: int
-) -> tuple[int, SegmentedLogStore]:
-    """Writes ``count`` records as an edge worker journals them (``bench/journal_answers.py``: periods of
-    ``period_records``, ``PERIOD_CLIENTS`` clients) into a journal at ``journal``, and takes them with the
-    ``JournalIntake`` into a new store at ``directory``, which adopts every period; returns their size in bytes as
-    JSON lines and the store, open, keeping the columns the intake converted for its readers."""
-    if __package__:
-        from bench import journal_answers
-    else:
-        import journal_answers
-    from edgeplane.logs.journal_intake import JournalIntake
-
-    records = list(edge_records(count, seed))
-    total = sum(len(orjson.dumps(record)) for record in records)
-    zones = {route.zone_name: route for route in snapshot().zones.values()}
-    answered = journal_answers.answers(records, zones, clients=PERIOD_CLIENTS, seed=seed, firewall_every=0)
-    journal_answers.write_journal(journal, answered, period_records)
-    store = SegmentedLogStore(directory, datasets=[DATASET], retention_bytes=1 << 50, flush_interval=3600)
-    store.save_cursor(DATASET, PIN_JOB_ID, 0)
-    taken = JournalIntake({journal: store}).ingest()
-    if taken != count:
-        raise RuntimeError(f"the intake took {taken:,} records of {count:,}")
-    return total, store
-
-
-@contextlib.contextmanager
-def period_cache(size: int) -> Iterator[None]:
-    """The process keeps up to ``size`` bytes of period columns meanwhile (``period_columns.CONVERTED``): enough for
-    the whole store makes every period's columns kept, as a job right behind the intake finds them."""
-    default = log_store.CONVERTED.limit
-    log_store.CONVERTED.limit = size
-    try:
-        yield
-    finally:
-        log_store.CONVERTED.limit = default
-
-
-@contextlib.contextmanager
-def cold_periods() -> Iterator[None]:
-    """Meanwhile the log stores read with a cache of period columns of their own, empty at first: every period is
-    converted when first read, as a job catching up finds them."""
-    kept = log_store.CONVERTED
-    log_store.CONVERTED = ConvertedPeriods(CONVERTED_BYTES)  # type: ignore[misc]  # Final; a benchmark's setting
-    try:
-        yield
-    finally:
-        log_store.CONVERTED = kept  # type: ignore[misc]
 
 
 def _append(store: SegmentedLogStore, chunk: list[dict[str, Any]]) -> None:
@@ -519,17 +460,11 @@ class _Run:
     finished: float = 0.0
 
 
-async def _deliver(
-    plan: JobPlan,
-    directory: Path,
-    seaweed_pid: int | None,
-    profiler: cProfile.Profile | None,
-    warm: SegmentedLogStore | None = None,
-) -> _Run:
+async def _deliver(plan: JobPlan, directory: Path, seaweed_pid: int | None, profiler: cProfile.Profile | None) -> _Run:
     loop = asyncio.get_running_loop()
     if profiler is not None:  # every to_thread call in one thread, profiled; the loop shuts it down
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1, initializer=profiler.enable))
-    store = warm or SegmentedLogStore(directory, writable=False)
+    store = SegmentedLogStore(directory, writable=False)
     end = store.end_position(DATASET)
     store.save_cursor(DATASET, plan.job_id, 0)  # a new job would start at the end
     timed = _TimedStore(store, seaweed_pid)
@@ -561,8 +496,6 @@ async def _deliver(
             await task
         if profiler is not None:
             await asyncio.to_thread(profiler.disable)
-        if warm is None:
-            store.close()
     return run
 
 
@@ -573,11 +506,9 @@ def delivery_pass(
     seaweed_pid: int | None,
     *,
     profiler: cProfile.Profile | None = None,
-    warm: SegmentedLogStore | None = None,
 ) -> PassResult:
-    """Runs ``JobDelivery`` for ``plan`` from position 0 until its cursor reaches the end of the store: a new
-    read-only view of ``directory``, or the store ``warm`` (whose kept period columns it then reads)."""
-    run: _Run = _run_loop(_deliver(plan, directory, seaweed_pid, profiler, warm))
+    """Runs ``JobDelivery`` for ``plan`` from position 0 until its cursor reaches the end of the store."""
+    run: _Run = _run_loop(_deliver(plan, directory, seaweed_pid, profiler))
     timed, destination, started, finished = run.store, run.destination, run.started, run.finished
     # The batches completed before the first empty read did no waiting; after it, the last batch waited out the
     # interval. Fall back to the whole pass (idle included) when the store held less than one batch.
@@ -626,10 +557,9 @@ def _run_loop(coroutine: Any) -> Any:
     return uvloop.run(coroutine)  # as the delivery process runs
 
 
-def floor_pass(directory: Path, warm: SegmentedLogStore | None = None, kind: str = "floor") -> PassResult:
-    """Baseline b: the store read as delivery reads it (a new read-only view of ``directory``, or ``warm``), every
-    record turned into a dictionary; nothing else."""
-    store = warm or SegmentedLogStore(directory, writable=False)
+def floor_pass(directory: Path) -> PassResult:
+    """Baseline b: the store read as delivery reads it, every record turned into a dictionary; nothing else."""
+    store = SegmentedLogStore(directory, writable=False)
     position = 0
     started, cpu_started = time.perf_counter(), time.process_time()
     for _ in range(MAX_RECORDS // READ_RECORDS + 2):
@@ -641,10 +571,8 @@ def floor_pass(directory: Path, warm: SegmentedLogStore | None = None, kind: str
         position = batch.next_position
     seconds = max(time.perf_counter() - started, 1e-9)
     cpu = max(time.process_time() - cpu_started, 1e-9)
-    if warm is None:
-        store.close()
     return PassResult(
-        kind=kind,
+        kind="floor",
         records=position,
         seconds=seconds,
         cpu_seconds=cpu,
@@ -688,12 +616,11 @@ def verify_objects(seaweed: Any, prefix: str, selected: int, fields: int) -> tup
     return len(keys), lines
 
 
-def stage_costs(directory: Path, plan: JobPlan, warm: SegmentedLogStore | None = None) -> dict[str, float]:
-    """Seconds per record of each step of delivery on the whole store (a new read-only view of ``directory``, or
-    ``warm``), without the upload and the event loop: read (``read_columns``), select (zone and filter masks, and
-    taking the kept rows), decode (nothing since the column encoder writes every job: kept for the report's shape),
-    format, gzip."""
-    store = warm or SegmentedLogStore(directory, writable=False)
+def stage_costs(directory: Path, plan: JobPlan) -> dict[str, float]:
+    """Seconds per record of each step of delivery on the whole store, without the upload and the event loop:
+    read (``read_columns``), select (zone and filter masks, and taking the kept rows), decode (nothing since the
+    column encoder writes every job: kept for the report's shape), format, gzip."""
+    store = SegmentedLogStore(directory, writable=False)
     select = plan.select
     spent = dict.fromkeys(("read", "select", "decode", "format", "gzip"), 0.0)
     pending: list[bytes] = []
@@ -847,18 +774,10 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edgeplane-bench-pipeline-")))
         directory = scratch / "logs"
-        _say(progress, f"delivery: writing {args.records:,} records into the log store ({args.store}) ...")
+        _say(progress, f"delivery: writing {args.records:,} records into the log store ...")
         filled = time.perf_counter()
-        warm: SegmentedLogStore | None = None
-        if args.store == "periods":
-            with period_cache(WARM_CACHE_BYTES):
-                store_bytes, warm = fill_store_from_periods(
-                    directory, scratch / "0.journal", args.records, args.seed, args.block_records
-                )
-            stack.callback(warm.close)
-        else:
-            store_bytes = fill_store(directory, args.records, args.seed, args.block_records, args.compression)
-        disk_bytes = sum(path.stat().st_size for path in directory.rglob("*") if path.suffix in (".seg", ".period"))
+        store_bytes = fill_store(directory, args.records, args.seed, args.block_records, args.compression)
+        disk_bytes = sum(path.stat().st_size for path in directory.rglob("*.seg"))
         _say(progress, f"  {store_bytes / 1e6:.0f} MB in {time.perf_counter() - filled:.1f} s; starting SeaweedFS ...")
         seaweed = stack.enter_context(SeaweedS3())
         seaweed.client().create_bucket(Bucket=BUCKET)
@@ -868,26 +787,26 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
         all_plan = plan_job(job(3, s3_conf(seaweed, "probe"), filtered=False, interval=args.interval), snapshot())
         selected = {"filtered": count_selected(directory, filtered_job, filtered_plan), "all-fields": args.records}
         _say(progress, f"  the filter selects {selected['filtered']:,} of {args.records:,} records")
-        # With periods, the plain kinds read the store the intake filled, every period's columns kept (warm); the
-        # "-cold" kinds a new read-only view, which converts every period as it reads it.
-        order = ["filtered", "all-fields", "floor"] + (["filtered-cold", "floor-cold"] if warm else [])
-        results: dict[str, list[PassResult]] = {kind: [] for kind in order}
+        results: dict[str, list[PassResult]] = {"filtered": [], "all-fields": [], "floor": []}
         job_id = 10
         for index in range(args.rounds):
+            order = ["filtered", "all-fields", "floor"]
             for kind in order if index % 2 == 0 else reversed(order):
                 job_id += 1
-                source = None if kind.endswith("-cold") else warm
-                with period_cache(WARM_CACHE_BYTES) if source else cold_periods():
-                    if kind.startswith("floor"):
-                        result = floor_pass(directory, source, kind)
-                    else:
-                        result = _delivery_round(kind, index, job_id, seaweed, seaweed_pid, directory, source, args)
-                        base = kind.removesuffix("-cold")
-                        verified: tuple[int | None, int | None] = (None, None)
-                        if index == 0:  # read back once per kind
-                            fields = len(FIELDS) if base == "filtered" else len(all_plan.formatter.fields)
-                            verified = verify_objects(seaweed, f"round-{index + 1}/{kind}", selected[base], fields)
-                        result = _replace(result, selected=selected[base], verified=verified)
+                if kind == "floor":
+                    result = floor_pass(directory)
+                else:
+                    prefix = f"round-{index + 1}/{kind}"
+                    plan = plan_job(
+                        job(job_id, s3_conf(seaweed, prefix), filtered=kind == "filtered", interval=args.interval),
+                        snapshot(),
+                    )
+                    result = delivery_pass(kind, plan, directory, seaweed_pid)
+                    verified: tuple[int | None, int | None] = (None, None)
+                    if index == 0:  # read back once per kind
+                        fields = len(FIELDS) if kind == "filtered" else len(plan.formatter.fields)
+                        verified = verify_objects(seaweed, prefix, selected[kind], fields)
+                    result = _replace(result, selected=selected[kind], verified=verified)
                 results[kind].append(result)
                 _say(
                     progress,
@@ -903,12 +822,7 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
                     ),
                 )
         _say(progress, "  stage breakdown (no upload) ...")
-        with cold_periods():
-            stages = {"filtered": stage_costs(directory, filtered_plan), "all-fields": stage_costs(directory, all_plan)}
-        if warm is not None:  # the two above read new views: cold
-            stages = {f"{kind}-cold": costs for kind, costs in stages.items()}
-            with period_cache(WARM_CACHE_BYTES):
-                stages["filtered"] = stage_costs(directory, filtered_plan, warm)
+        stages = {"filtered": stage_costs(directory, filtered_plan), "all-fields": stage_costs(directory, all_plan)}
         profile: list[str] | None = None
         if args.profile is not None:
             _say(progress, f"  profiling a filtered pass into {args.profile} ...")
@@ -916,7 +830,6 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
             profile = profile_pass(plan, directory, seaweed_pid, args.profile)
     return {
         "records": args.records,
-        "store": args.store,
         "store_bytes": store_bytes,
         "disk_bytes": disk_bytes,
         "compression": args.compression,
@@ -931,25 +844,6 @@ def measure_delivery(args: argparse.Namespace, progress: bool) -> dict[str, Any]
     }
 
 
-def _delivery_round(
-    kind: str,
-    index: int,
-    job_id: int,
-    seaweed: Any,
-    seaweed_pid: int | None,
-    directory: Path,
-    warm: SegmentedLogStore | None,
-    args: argparse.Namespace,
-) -> PassResult:
-    """One delivery pass of a new job of ``kind`` (filtered or all fields), its objects under ``round-N/kind``."""
-    filtered = kind.startswith("filtered")
-    plan = plan_job(
-        job(job_id, s3_conf(seaweed, f"round-{index + 1}/{kind}"), filtered=filtered, interval=args.interval),
-        snapshot(),
-    )
-    return delivery_pass(kind, plan, directory, seaweed_pid, warm=warm)
-
-
 def _replace(result: PassResult, *, selected: int, verified: tuple[int | None, int | None]) -> PassResult:
     values = asdict(result)
     values.update(selected=selected, verified_objects=verified[0], verified_lines=verified[1])
@@ -958,21 +852,20 @@ def _replace(result: PassResult, *, selected: int, verified: tuple[int | None, i
 
 def report_delivery(document: dict[str, Any]) -> dict[str, Any]:
     best = document["best"]
-    stored = "journal periods" if document.get("store") == "periods" else document["compression"]
     print(
         f"\ndelivery: {document['records']:,} records ({document['store_bytes'] / document['records']:.0f} bytes"
-        f" each as JSON, {document['disk_bytes'] / document['records']:.0f} in the store, {stored}),"
+        f" each as JSON, {document['disk_bytes'] / document['records']:.0f} in the store, {document['compression']}),"
         f" filter selects {document['selected']['filtered']:,}; best of {len(document['rounds']['floor'])}"
         f" rounds; gzip: {GZIP_LIBRARY}"
     )
     print(
-        f"  {'pass':<13} {'records/s':>11} {'median':>11} {'per CPU-s':>11} {'gzip MB/s':>9} {'out MB/s':>9}"
+        f"  {'pass':<11} {'records/s':>11} {'median':>11} {'per CPU-s':>11} {'gzip MB/s':>9} {'out MB/s':>9}"
         f" {'objects':>7} {'upload s':>8} {'weed cpu%':>9}"
     )
     for kind, result in best.items():
         weed = result["seaweed_cpu_percent"]
         print(
-            f"  {kind:<13} {result['records_per_second']:11,.0f}"
+            f"  {kind:<11} {result['records_per_second']:11,.0f}"
             f" {document['median_records_per_second'][kind]:11,.0f} {result['records_per_cpu_second']:11,.0f}"
             f" {result['gzip_mb_per_second']:9.2f} {result['output_mb_per_second']:9.1f} {result['objects']:7d}"
             f" {result['upload_seconds']:8.2f} {'' if weed is None else f'{weed:.0f}':>9}"
@@ -984,21 +877,12 @@ def report_delivery(document: dict[str, Any]) -> dict[str, Any]:
         "all-fields / floor": all_fields["records_per_second"] / floor["records_per_second"],
         "filtered / floor, per CPU-s": filtered["records_per_cpu_second"] / floor["records_per_cpu_second"],
     }
-    if "filtered-cold" in best:
-        cold, cold_floor = best["filtered-cold"], best["floor-cold"]
-        ratios["filtered-cold / floor-cold, per CPU-s"] = (
-            cold["records_per_cpu_second"] / cold_floor["records_per_cpu_second"]
-        )
-        ratios["filtered-cold / floor, per CPU-s"] = cold["records_per_cpu_second"] / floor["records_per_cpu_second"]
-        ratios["filtered-cold / filtered, per CPU-s"] = (
-            cold["records_per_cpu_second"] / filtered["records_per_cpu_second"]
-        )
     print("  speed ratios: " + ", ".join(f"{name} {value:.2f}" for name, value in ratios.items()))
     print("  stage costs, us per record (whole store, no upload):")
     for kind, costs in document["stages_us_per_record"].items():
         total = sum(costs.values())
         parts = "  ".join(f"{name} {value:.2f} ({100 * value / total:.0f}%)" for name, value in costs.items())
-        print(f"    {kind:<14} {parts}  = {total:.2f} us ({1e6 / total:,.0f} records/s)")
+        print(f"    {kind:<11} {parts}  = {total:.2f} us ({1e6 / total:,.0f} records/s)")
     checks = {
         kind: (passes[0]["verified_lines"], passes[0]["selected"])
         for kind, passes in document["rounds"].items()
@@ -1017,12 +901,6 @@ def report_delivery(document: dict[str, Any]) -> dict[str, Any]:
         f"target: >= {TARGET_RECORDS_PER_CORE_SECOND:,} records/s per core through delivery (filtered job, per CPU"
         f" second of this process): {value:,.0f} -> {'MET' if met else 'NOT MET'}"
     )
-    if "filtered-cold" in best:
-        cold_value = best["filtered-cold"]["records_per_cpu_second"]
-        print(
-            f"  the same from a cold store (every period converted on read): {cold_value:,.0f}"
-            f" -> {'MET' if cold_value >= TARGET_RECORDS_PER_CORE_SECOND else 'NOT MET'}"
-        )
     return {
         "ratios": ratios,
         "target": {"limit": TARGET_RECORDS_PER_CORE_SECOND, "value": value, "met": met},
@@ -1121,12 +999,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--compression", choices=COMPRESSIONS, default="zstd", help="of the store's blocks (default zstd, the store's)"
-    )
-    parser.add_argument(
-        "--store",
-        choices=("blocks", "periods"),
-        default="blocks",
-        help="delivery: fill the store with column blocks (append_rows), or with journal periods the intake adopts",
     )
     parser.add_argument("--profile", type=Path, help="also profile a filtered pass, writing cProfile stats here")
     parser.add_argument("--emission-rounds", type=int, default=5, help="emission rounds per side (default 5)")

@@ -27,7 +27,6 @@ from edgeplane.edge.request_log import RequestLog
 from edgeplane.logs import request_journal
 from edgeplane.logs.journal_intake import JournalIntake
 from edgeplane.logs.log_store import SegmentedLogStore
-from edgeplane.logs.period_columns import PeriodParts
 from edgeplane.logs.request_journal import (
     COMMIT,
     COMMIT_MARK,
@@ -40,8 +39,7 @@ from edgeplane.logs.request_journal import (
     delete_sealed,
     frame_size,
     read_frames,
-    read_period,
-    sealed_path,
+    read_sealed,
     sealed_periods,
 )
 from edgeplane.logs.request_rows import HTTP_REQUESTS, NUMBER_COLUMNS, ROW_FRAME, ROW_PAYLOAD, Chunk
@@ -78,7 +76,7 @@ def test_frames_are_read_back_in_order_and_the_file_is_cut_to_them_when_sealed(t
     assert journal.append(*_row(2))
     journal.seal()
     journal.close()
-    found = read_period(sealed_path(tmp_path, 0))
+    found = read_sealed(tmp_path, 0)
     assert _one_by_one(found) == [(SHAPE, b"one"), (WHOLE, b"two" * 100), _row(1), _row(2)]
     assert found[2][0] == ROWS  # the rows that follow one another, read as one run
     assert (tmp_path / f"{0:016d}.sealed").stat().st_size == 8 + frame_size(3) + frame_size(300) + 2 * 104
@@ -123,7 +121,7 @@ def test_a_frame_a_kill_cut_short_is_dropped_and_those_before_it_kept(
     with tempfile.TemporaryDirectory() as directory:  # and a worker starting on the journal seals it so
         (Path(directory) / f"{0:016d}.journal").write_bytes(image)
         again = RequestJournal(Path(directory))
-        assert _one_by_one(read_period(sealed_path(Path(directory), 0))) == written
+        assert _one_by_one(read_sealed(Path(directory), 0)) == written
         assert (Path(directory) / f"{0:016d}.sealed").stat().st_size == 8 + len(whole)
         assert again.period == 1
 
@@ -426,26 +424,21 @@ def test_periods_a_failing_store_did_not_commit_stay_and_are_not_committed_twice
 
 
 def test_a_commit_is_durable_before_its_period_is_deleted(tmp_path: Path) -> None:
-    """The one durable hop: the period's file goes from the journal only once the store holds it, synced, as the
-    segment its readers read; no record is written again."""
+    """The one durable hop: the period's file goes only once the store has written and synced its records."""
     journal = RequestJournal(tmp_path / "journal")
     emit(RequestLog(journal))
     seen: list[tuple[str, list[int]]] = []
 
     class Watching(SegmentedLogStore):
-        def adopt_period(self, path: Path, parts: PeriodParts) -> dict[str, int]:
-            taken = super().adopt_period(path, parts)
-            seen.extend((dataset, sealed_periods(journal.directory)) for dataset in taken)
-            return taken
+        def commit_columns(self, dataset: str, batches: list[pa.RecordBatch]) -> None:
+            super().commit_columns(dataset, batches)
+            seen.append((dataset, sealed_periods(journal.directory)))
 
     with Watching(tmp_path / "store", flush_interval=3600, sync_interval=3600) as store:
-        period = sealed_path(journal.directory, 0).stat()
         assert JournalIntake({journal.directory: store}).ingest() == 1
-        assert store.stats().flushes == 0  # no flusher in the way: the adoption synced it
-        assert seen == [(HTTP_REQUESTS, [0])]  # taken while the period was still there
+        assert store.stats().flushes == 0  # no flusher in the way: the commit wrote it
+        assert seen == [(HTTP_REQUESTS, [0])]  # committed while the period was still there
         assert sealed_periods(journal.directory) == []
-        (segment,) = (tmp_path / "store" / HTTP_REQUESTS).glob("*.period")
-        assert (segment.stat().st_ino, segment.stat().st_size) == (period.st_ino, period.st_size)  # the same file
     with SegmentedLogStore(tmp_path / "store", writable=False) as reader:
         assert reader.end_position(HTTP_REQUESTS) == 1
 

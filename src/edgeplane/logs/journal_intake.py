@@ -1,30 +1,28 @@
-"""The intake of the edge's records, the one durable hop between the request journal and its readers: each sealed
-period of an edge worker's journal (``edgeplane.logs.request_journal``, the pipeline's buffer) becomes part of that
-worker's log store as it is, or is published to the log bus, and then leaves the journal (in the delivery process,
-the stores' one writer).
+"""The intake of the edge's records, the one durable hop between the request journal and the log store: each sealed
+period of an edge worker's journal (``edgeplane.logs.request_journal``, the pipeline's buffer) is turned into columns
+and committed to that worker's log store, and then deleted (in the delivery process, the stores' one writer).
 
-A period is first read into columns (``period_columns``: its ``http_requests`` records, then its
-``firewall_events``). A log store (a ``PeriodSink``) then *adopts* the period's file for its ``http_requests``
-records: ``fsync``ed, named in the dataset's stream, readable (``LogStore.adopt_period``); the columns only spare its
-readers converting it again. No request record is written a second time: the journal's file is the store's segment.
-Its firewall events, few and small, are committed in columns (``commit_columns``), so that they keep their own,
-compact retention. The log bus (a ``ColumnSink``, ``bus_publisher.BusPublisher``, NATS JetStream, when edge and
-delivery run on different nodes) is given every part in columns (``commit_columns``), acknowledged when the call
-returns. Once every part of a period is taken, its name in the journal is deleted: at every moment each accepted
-record is in the journal or taken, and no thread or buffer copies it in between. A store or bus that refuses
-(``OSError``: a full or failing disk, an unreachable bus) leaves the period in the journal, and a later ``ingest``
-goes on from the part that failed; after a restart, a store does not take twice the period that is already its newest
-(its firewall events, committed in columns, may be stored twice if the process died after committing them), and the
-bus recognises the parts it has (below); the journal of that worker is not taken further meanwhile, so records keep
-their order. A frame that cannot be read (a damaged file) ends its period with a warning, and the frames before it are
-taken (a frame a kill cut short was never committed: the journal's reader stops before it); a period that cannot be
-converted at all is quarantined as ``<period>.unreadable`` with an error in the log, and the others go on. Only the
-edge worker's bound on an untaken backlog (``logs.retention_bytes``) ever drops journalled records.
+A period (its frames, or the chunks of a period of the earlier format, read into ``RequestRows``) becomes record
+batches, committed with ``LogStore.commit_columns`` (written, ``fsync``ed, then readable) in two parts: its
+``http_requests`` records (its rows, ``RequestRows.batch``, or when a text Arrow refuses, the same rows as dictionaries
+in columns with ``batch_of_any_rows``; and its rows kept whole, a firewall match or a number beyond 64 bits, in columns
+too, loose where they do not fit the schema), then its ``firewall_events`` records. Once both are durable in the store,
+the period's file is deleted: at every moment each accepted record is durable in the journal or in the store, and no
+thread or buffer copies it in between. A commit the disk refuses (``OSError``: full, failing) leaves the file in place,
+and a later ``ingest`` goes on from the part that failed (the parts committed are not committed again unless the
+delivery process restarts in between); the journal of that worker is not taken further meanwhile, so records keep their
+order. A frame that cannot be read (a damaged file) ends its period with a warning, and the frames before it are taken
+(a frame a kill cut short was never committed: the journal's reader stops before it); a period that cannot be converted
+at all is quarantined as ``<period>.unreadable`` with an error in the log, and the others go on. Only the edge worker's
+bound on an untaken backlog (``logs.retention_bytes``) ever drops journalled records.
 
-Given a ``node_id``, each part committed to the bus carries an idempotency key, ``{node id}/{worker}/{period}.{seal}/
-{part}`` (the worker's journal directory without ``.journal``, the period's number and the time its file was sealed,
-``sealed_identity``, and the part's number): a crash between a commit and the period's delete commits the period
-again under the same keys, which the bus recognises and does not store twice.
+The intake commits to any ``ColumnSink``: a worker's ``SegmentedLogStore`` on one machine, or the log bus
+(``bus_publisher.BusPublisher``, NATS JetStream) when edge and delivery run on different nodes. Given a ``node_id``,
+each part is committed under an idempotency key, ``{node id}/{worker}/{period}.{seal}/{part}`` (the worker's journal
+directory without ``.journal``, the period's number and the time its file was sealed, ``sealed_identity``, and the
+part's number): a crash between a commit and the period's delete commits the period again under the same keys, which
+the bus recognises and does not store twice. A bus that does not acknowledge (``BusUnavailable``, an ``OSError``) is
+a refusal like a failing disk: the period stays, and a later ``ingest`` commits it again.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, Protocol
 
 import pyarrow as pa
 import structlog
@@ -41,12 +39,14 @@ from prometheus_client import Counter
 
 from edgeplane.config import NODE_NAME_PATTERN
 from edgeplane.logs.log_store import LogStoreError
-from edgeplane.logs.period_columns import PeriodParts, period_columns
-from edgeplane.logs.request_journal import delete_sealed, quarantine, sealed_identity, sealed_path, sealed_periods
-from edgeplane.logs.request_rows import HTTP_REQUESTS
+from edgeplane.logs.record_columns import batch_of_any_rows
+from edgeplane.logs.request_journal import delete_sealed, quarantine, read_sealed, sealed_identity, sealed_periods
+from edgeplane.logs.request_rows import HTTP_REQUESTS, RequestRows
 from edgeplane.waf.events import FIREWALL_EVENTS
 
 log = structlog.get_logger(__name__)
+
+_UNCONVERTED = (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError)
 
 RECORDS_REFUSED = Counter(
     "edgeplane_log_records_refused_total",
@@ -62,28 +62,19 @@ _NODE_ID: Final = re.compile(NODE_NAME_PATTERN)  # a node's name, as the setting
 
 
 class ColumnSink(Protocol):
-    """Where the intake commits a period's records in columns: the log bus (``bus_publisher.BusPublisher``), which
-    needs the key, or a log store. Durable, or acknowledged, when ``commit_columns`` returns; an ``OSError`` (or
-    ``LogStoreError``) when not."""
+    """Where the intake commits a period's records: a log store (``SegmentedLogStore``, which has no use for the
+    key) or the log bus (``bus_publisher.BusPublisher``, which needs it). Durable, or acknowledged, when
+    ``commit_columns`` returns; an ``OSError`` (or ``LogStoreError``) when not."""
 
     def commit_columns(self, dataset: str, batches: Sequence[pa.RecordBatch], key: str | None = None) -> None: ...
 
 
-@runtime_checkable
-class PeriodSink(ColumnSink, Protocol):
-    """A sink that takes a period's file as it is for its ``http_requests`` records (a log store,
-    ``LogStore.adopt_period``), and the rest in columns. Durable when ``adopt_period`` returns; an ``OSError`` (or
-    ``LogStoreError``) when not."""
-
-    def adopt_period(self, path: Path, dataset: str, batches: Sequence[pa.RecordBatch]) -> int: ...
-
-
 class JournalIntake:
-    """Takes sealed journal periods into log stores or the log bus: ``stores`` maps each journal directory to the
-    sink its periods go to. With ``node_id`` (the name of this node, unique among the nodes that commit to one log
-    bus), each commit of columns carries an idempotency key (see the module docstring); without it, none."""
+    """Takes sealed journal periods into column sinks: ``stores`` maps each journal directory to the sink its rows
+    go to. With ``node_id`` (the name of this node, unique among the nodes that commit to one log bus), each commit
+    carries an idempotency key (see the module docstring); without it, commits carry none, as a log store needs."""
 
-    def __init__(self, stores: Mapping[Path, PeriodSink | ColumnSink], *, node_id: str | None = None) -> None:
+    def __init__(self, stores: Mapping[Path, ColumnSink], *, node_id: str | None = None) -> None:
         """Raises ``ValueError`` for a ``node_id`` that is not 1 to 64 printable ASCII characters without spaces or
         ``/``."""
         if node_id is not None and not _NODE_ID.fullmatch(node_id):
@@ -98,22 +89,20 @@ class JournalIntake:
         self._parts_taken: dict[tuple[Path, int], int] = {}
 
     def ingest(self) -> int:
-        """Hands every sealed period to its sink, oldest first, and deletes the periods from their journals; returns
-        how many records that was. Blocks on the disk (a ``fsync`` per period): an asyncio caller runs it in a
-        thread."""
+        """Commits every sealed period's records to its store, oldest first, and deletes the periods' files; returns
+        how many records that was. Blocks on the disk (a ``fsync`` per part of a period): an asyncio caller runs it
+        in a thread."""
         count = 0
         for directory, store in self.stores.items():
             for period in sealed_periods(directory):
                 try:
-                    parts = period_columns(sealed_path(directory, period))
+                    parts = _parts(directory, period)
                     key = self._key(directory, period)
-                except FileNotFoundError:  # deleted meanwhile (the edge worker's bound on an untaken backlog)
-                    continue
                 except (ValueError, IndexError, TypeError, OSError) as error:
                     self._parts_taken.pop((directory, period), None)
                     _quarantine(directory, period, error)
                     continue
-                committed, whole = self._take(store, directory, period, parts, key)
+                committed, whole = self._commit(store, directory, period, parts, key)
                 count += committed
                 if not whole:
                     break  # the disk failed: the rest of this period, and the next, wait for the next look
@@ -128,18 +117,17 @@ class JournalIntake:
         worker = directory.name.removesuffix(".journal")
         return f"{self.node_id}/{worker}/{period}.{sealed_identity(directory, period)}"
 
-    def _take(
+    def _commit(
         self,
-        store: PeriodSink | ColumnSink,
+        store: ColumnSink,
         directory: Path,
         period: int,
-        parts: PeriodParts,
+        parts: list[tuple[str, list[pa.RecordBatch]]],
         commit_key: str | None,
     ) -> tuple[int, bool]:
-        """Hands a sink a period's parts it has not taken yet: to a log store, the period's file for its
-        ``http_requests`` records and the other parts in columns; to the bus, every part in columns (each under
-        ``{commit_key}/{part}`` when there is a key). How many records that was, and whether every part is now taken
-        (when one fails, the next ingest goes on from that part)."""
+        """Commits a period's parts the sink has not committed yet (each under ``{commit_key}/{part}`` when there
+        is a key): how many records that was, and whether every part is now committed (when one fails, the next ingest
+        goes on from that part)."""
         key = (directory, period)
         count = 0
         for part, (dataset, batches) in enumerate(parts):
@@ -148,20 +136,43 @@ class JournalIntake:
                 continue  # committed by an earlier ingest, before a later part failed; or nothing to commit
             emitted, refused = self._counters[dataset]
             try:
-                if isinstance(store, PeriodSink) and dataset == HTTP_REQUESTS:
-                    records = store.adopt_period(sealed_path(directory, period), dataset, batches)
-                elif commit_key is None:
+                if commit_key is None:
                     store.commit_columns(dataset, batches)
                 else:
                     store.commit_columns(dataset, batches, f"{commit_key}/{part}")
             except (OSError, LogStoreError) as error:
                 refused.inc(records)
-                log.warning("log store did not take the request journal's records", dataset=dataset, error=str(error))
+                log.warning("log store did not commit the request journal's records", dataset=dataset, error=str(error))
                 return count, False
             emitted.inc(records)
             count += records
             self._parts_taken[key] = part + 1
         return count, True
+
+
+def _parts(directory: Path, period: int) -> list[tuple[str, list[pa.RecordBatch]]]:
+    """A sealed period's records in columns, in the order they are committed: its ``http_requests`` records (its
+    rows, then its rows kept whole), its firewall events."""
+    rows = RequestRows()
+    for kind, payload in read_sealed(directory, period):
+        try:
+            rows.add_frame(kind, payload)
+        except ValueError as error:  # the rest of the period is skipped
+            reason = str(error)
+            log.warning("request journal frame unreadable", directory=str(directory), period=period, error=reason)
+            break
+    requests: list[pa.RecordBatch] = []
+    try:
+        batch = rows.batch()
+    except _UNCONVERTED:
+        records = rows.records()
+        batch = batch_of_any_rows(HTTP_REQUESTS, records) if records else None
+    if batch is not None:
+        requests.append(batch)
+    if rows.whole_records:
+        requests.append(batch_of_any_rows(HTTP_REQUESTS, rows.whole_records))
+    events = [batch_of_any_rows(FIREWALL_EVENTS, rows.events)] if rows.events else []
+    return [(HTTP_REQUESTS, requests), (FIREWALL_EVENTS, events)]
 
 
 def _delete(directory: Path, period: int) -> None:

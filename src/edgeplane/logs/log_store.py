@@ -1,16 +1,14 @@
 """The log store: durable, append-only, segmented streams of log records between the edge and delivery.
 
 In the pipeline source → buffer → transform → sink (``docs/log-store.md``), the store is the buffer's durable half:
-the journal intake hands it each sealed journal period, whose file the store *adopts* as a segment of each *dataset*
-stream (``http_requests``, ``firewall_events``) it has records of (``adopt_period``: ``fsync``ed on the caller's
-thread, then readable: the one durable hop, no record written again), and each Logpush job reads on from its
-*cursor*, which it saves once its destination has the records: the cursor is the acknowledgement, and retention
-drops what every cursor has passed. Records may also be committed in columns (``commit_columns``) or appended
-without blocking, for the flusher thread to write: as an Arrow record batch (``append_columns``), as dictionaries
+the journal intake commits each sealed journal period to a *dataset* stream (``http_requests``, ``firewall_events``)
+with ``commit_columns`` (written and ``fsync``ed on the caller's thread: the one durable hop, no flusher in between),
+and each Logpush job reads on from its *cursor*, which it saves once its destination has the records: the cursor is
+the acknowledgement, and retention drops what every cursor has passed. Records may also be appended without
+blocking, for the flusher thread to write: as an Arrow record batch (``append_columns``), as dictionaries
 (``append_rows``), which the store keeps in columns, or as opaque ``bytes`` (``append``: one JSON object each, no
-newline inside); the edge's records never take these ways (tests, benchmarks and a producer without a journal do).
-Delivery reads each stream from a per-job *cursor*, as columns (``read_columns``) or as JSON lines (``read``,
-whatever form the records were stored in).
+newline inside). Delivery reads each stream from a per-job
+*cursor*, as columns (``read_columns``) or as JSON lines (``read``, whatever form the records were stored in).
 ``LogStore`` is the interface; ``SegmentedLogStore`` is the single-machine implementation on files. Its read side,
 ``LogReader``, is what delivery reads: the log bus of a cluster (``bus_source.BusSource``, NATS JetStream, cursors in
 the database) is another ``LogReader``; see ``docs/log-store.md`` and ``docs/log-bus.md``.
@@ -21,37 +19,22 @@ the next readable record will get.
 
 Layout on disk::
 
-    <directory>/<dataset>/<first offset, 20 digits>.seg              segments written by the store, and
-    <directory>/<dataset>/<first offset, 20 digits>-<count>.period   journal periods it adopted, oldest first
-    <directory>/<dataset>/cursors/<job id>.cursor                    one file per job: its position, as decimal text
+    <directory>/<dataset>/<first offset, 20 digits>.seg    segments, oldest first
+    <directory>/<dataset>/cursors/<job id>.cursor          one file per job: its position, as decimal text
 
-A **period** segment is a sealed request-journal period's file as the edge worker wrote it (``request_journal``: its
-rows, shapes and records kept whole, in frames), its ``count`` records of ``http_requests`` (its firewall events,
-few and small, the intake commits in columns, ``commit_columns``). Its name also carries the file's CRC-32 when it
-was adopted, which a reader checks before it converts the file: the frames carry none, and a bit flipped at rest must
-not turn a record into another zone's. Readers convert a period to columns (``period_columns.period_columns``, a
-function of the file's bytes alone), and read the columns this process converted last (``period_columns.CONVERTED``)
-instead: the intake adopts a period with the columns it converted, so delivery right behind it converts nothing
-again. A period holds about 104 bytes a request record (more when requests differ in their texts: up to about 270
-when each has a query of its own) against about 45 in a zstd block of columns: the same ``retention_bytes`` keep
-fewer records, in exchange for not writing each record twice. The store never writes into a period: the next
-records written in columns start a segment after it.
+A segment is a sequence of *blocks*, one per dataset per commit or flush (large ones are split): a 24-byte header
+(magic, payload length, record count, first offset, CRC32 of header and payload) then the payload. The store writes one
+form, magic ``EPLC``: an Arrow IPC stream of one record batch (``edgeplane.logs.record_columns``), for records given to
+``commit_columns`` (serialised and written by the caller), to ``append_columns`` (serialised by the caller, so that the
+flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most ``_ROWS_PER_BLOCK`` of
+them. Rows that do not fit their dataset's schema keep their odd columns loose (each value's JSON text,
+``record_columns.batch_of_any_rows``), and records given as bytes (``append``) are kept as they are in one column, so
+nothing is refused for its shape. Blocks of magic ``EPLB`` (the records joined by ``\\n``), which releases before this
+one wrote, are still read, never written. A block is written with one ``write`` and is valid only when its CRC matches,
+so a write torn by a crash is recognised; opening the store for writing truncates the last segment after its last valid
+block.
 
-A store-written segment is a sequence of *blocks*, one per dataset per commit or flush (large ones are split): a 24-byte
-header (magic, payload length, record count, first offset, CRC32 of header and payload) then the payload. The store
-writes one form, magic ``EPLC``: an Arrow IPC stream of one record batch (``edgeplane.logs.record_columns``), for
-records given to ``commit_columns`` (serialised and written by the caller), to ``append_columns`` (serialised by the
-caller, so that the flusher thread only writes) or to ``append_rows`` (converted on the flusher thread), at most
-``_ROWS_PER_BLOCK`` of them. Rows that do not fit their dataset's schema keep their odd columns loose (each value's JSON
-text, ``record_columns.batch_of_any_rows``), and records given as bytes (``append``) are kept as they are in one column,
-so nothing is refused for its shape. Blocks of magic ``EPLB`` (the records joined by ``\\n``), which releases before
-this one wrote, are still read, never written. A block is written with one ``write`` and is valid only when its CRC
-matches, so a write torn by a crash is recognised; opening the store for writing truncates the last segment after its
-last valid block.
-
-Durability contract of ``adopt_period``: durable when it returns (the period's file ``fsync``ed before it is named in
-the store, the dataset's directory ``fsync``ed after); a period already a stream's newest is not taken twice. Of
-``commit_columns``: durable when it returns; all of the call's records or none.
+Durability contract of ``commit_columns``: durable when it returns; all of the call's records or none.
 
 Durability contract of ``append``:
 
@@ -71,8 +54,8 @@ blocks: blocking would stall the caller's event loop behind one slow disk. ``sta
 
 Retention: after each sync the flusher deletes whole segments, oldest first, never the one being written, when the
 dataset holds more than ``retention_bytes``, when a segment's newest record is older than ``retention_seconds``
-(its file modification time: a period's is its seal), or when the dataset has cursors and every one of them has passed
-the segment (a dataset without any cursor keeps what the two bounds allow). A read from a deleted position raises
+(its file modification time), or when the dataset has cursors and every one of them has passed the segment (a
+dataset without any cursor keeps what the two bounds allow). A read from a deleted position raises
 ``PositionLostError`` carrying the oldest available position and the number of records lost.
 
 Concurrency: one writer per directory (the delivery process, which takes every edge worker's journal into its
@@ -90,11 +73,9 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import errno
 import fcntl
 import os
 import re
-import shutil
 import struct
 import threading
 import time
@@ -106,7 +87,6 @@ from typing import Any, Final, Protocol
 import pyarrow as pa
 from isal.isal_zlib import crc32  # the same CRC-32 as zlib's, many times faster on large blocks
 
-from edgeplane.logs.period_columns import CONVERTED, period_columns
 from edgeplane.logs.record_columns import (
     Compression,
     batch_of_any_rows,
@@ -121,7 +101,6 @@ from edgeplane.logs.record_columns import (
 )
 
 SEGMENT_SUFFIX: Final = ".seg"
-PERIOD_SUFFIX: Final = ".period"
 CURSOR_SUFFIX: Final = ".cursor"
 OFFSET_DIGITS: Final = 20
 
@@ -137,14 +116,6 @@ HEADER_BYTES: Final = _HEADER.size + _CRC.size
 _MAX_BLOCK_PAYLOAD: Final = 1 << 20
 _READ_CHUNK: Final = 1 << 20
 _DATASET_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
-# a period's name: its first offset, its count of records and its file's CRC-32 when adopted
-_PERIOD_NAME: Final = re.compile(
-    rf"(\d{{{OFFSET_DIGITS}}})-([1-9]\d{{0,18}})-([0-9a-f]{{8}}){re.escape(PERIOD_SUFFIX)}"
-)
-# A period is hard-linked into the store; when the file system cannot link it there, it is copied (under a temporary
-# name first, which a writer opening the store deletes: a crash left it).
-_UNLINKABLE: Final = frozenset((errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK))
-_COPY_SUFFIX: Final = ".copying"
 
 
 class LogStoreError(Exception):
@@ -324,20 +295,9 @@ class LogStore(LogReader, Protocol):
         """Write the records of ``batches`` in order (each as for ``append_columns``; loose columns,
         ``record_columns.batch_of_any_rows``, taken too) after the stream's end now, and make them durable before
         returning: all of them, or none (an ``OSError`` of the disk leaves the stream as it was). Blocks on the
-        disk, so an asyncio caller runs it in a thread. ``key``, the commit's idempotency key on the log bus
-        (``bus_publisher``), is not needed here: a store has one writer. (The intake does not commit columns to a
-        store: it hands it the period itself, ``adopt_period``.)"""
-        ...
-
-    def adopt_period(self, path: Path, dataset: str, batches: Sequence[pa.RecordBatch]) -> int:
-        """Take the sealed request-journal period at ``path`` into the store as it is, its file becoming the next
-        segment of ``dataset``'s stream: the journal's one durable hop (no record is written again). ``batches`` are
-        its records of the dataset in columns (``period_columns``), which readers in this process read while they
-        are recent; the store converts the file again when they are not. Durable when it returns (the file
-        ``fsync``ed before it is readable), so the caller then deletes the period from its journal. A period that is
-        already the stream's newest (its caller died before deleting it) is not taken twice. Returns how many records
-        were taken. Blocks on the disk. Raises ``OSError`` when the disk refuses and ``LogStoreClosedError`` on a
-        closed or read-only store."""
+        disk, so an asyncio caller runs it in a thread. The intake's one durable hop: a sealed journal period is
+        deleted once its records are committed. ``key``, the commit's idempotency key on the log bus
+        (``bus_publisher``), is not needed here: a store has one writer, which commits a period once."""
         ...
 
     def read(self, dataset: str, position: int, max_records: int = 10_000, max_bytes: int = 8 << 20) -> Batch:
@@ -356,14 +316,6 @@ class LogStore(LogReader, Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Period:
-    """A journal period held as a segment: its count of records, and its file's CRC-32 when it was adopted."""
-
-    count: int
-    checksum: int
-
-
 @dataclass(slots=True)
 class _Published:
     """What readers may see of a stream: its segments' first offsets, and the valid length of the last one."""
@@ -371,7 +323,6 @@ class _Published:
     segments: tuple[int, ...]
     last_size: int
     end: int
-    periods: dict[int, _Period] = field(default_factory=dict)  # the segments that are journal periods, by first offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +355,6 @@ class _Block:
     count: int
     payload_length: int
     columns: bool = False
-    period: bool = False  # a record batch of a period's columns, not bytes of a segment
 
     @property
     def end_byte(self) -> int:
@@ -540,7 +490,7 @@ class SegmentedLogStore:
             if self._closed:
                 raise LogStoreClosedError("the log store is closed")
         with self._write_lock:
-            if stream.roll_due or stream.fd < 0:
+            if stream.roll_due:
                 self._roll(stream)
             published = stream.published
             if os.fstat(stream.fd).st_size != published.last_size:
@@ -563,68 +513,9 @@ class SegmentedLogStore:
                     os.ftruncate(stream.fd, published.last_size)
                 raise
             stream.unsynced = False
-            stream.published = _Published(published.segments, published.last_size + size, offset, published.periods)
+            stream.published = _Published(published.segments, published.last_size + size, offset)
         with self._lock:
             self._counters["appended"] += offset - published.end
-
-    def adopt_period(self, path: Path, dataset: str, batches: Sequence[pa.RecordBatch]) -> int:
-        """See ``LogStore.adopt_period``: named ``<first offset>-<count>-<CRC-32>.period`` in the dataset's directory,
-        a hard link (a copy where the file system links none)."""
-        with self._lock:
-            if self._closed:
-                raise LogStoreClosedError("the log store is closed")
-        kept = [batch for batch in batches if batch.num_rows]
-        count = sum(batch.num_rows for batch in kept)
-        if not count:
-            return 0
-        descriptor = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-            status = os.fstat(descriptor)
-            checksum = _file_checksum(descriptor)
-        finally:
-            os.close(descriptor)
-        stream = self._streams.get(dataset) or self._writable_stream(dataset)
-        with self._write_lock:
-            taken = self._link_period(stream, path, status, _Period(count, checksum))
-        if taken:
-            CONVERTED.keep(status, dataset, kept)
-            with self._lock:
-                self._counters["appended"] += taken
-        return taken
-
-    def _link_period(self, stream: _Stream, path: Path, status: os.stat_result, period: _Period) -> int:
-        """Makes the period at ``path`` (its file's ``status``) the stream's last segment; how many records that took
-        (0 when it is the stream's newest period already)."""
-        published = stream.published
-        newest = max(published.periods, default=None)
-        if newest is not None:
-            with contextlib.suppress(FileNotFoundError):
-                if _same_period((stream.path / _period_name(newest, published.periods[newest])).stat(), status):
-                    return 0
-        if stream.fd >= 0:
-            if os.fstat(stream.fd).st_size != published.last_size:
-                os.ftruncate(stream.fd, published.last_size)  # a write that failed half way: no bytes before the period
-            if stream.unsynced:
-                os.fsync(stream.fd)  # the records before the period are durable before it is
-                stream.unsynced = False
-        base = published.end
-        segments = list(published.segments)
-        empty = segments[-1] == base and base not in published.periods  # a segment without records: replaced
-        _link_or_copy(path, stream.path / _period_name(base, period), status)
-        _sync_directory(stream.path)
-        if empty:
-            segments.pop()
-        stream.published = _Published(
-            (*segments, base), status.st_size, base + period.count, {**published.periods, base: period}
-        )
-        if stream.fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(stream.fd)
-            stream.fd = -1
-        if empty:
-            (stream.path / _segment_name(base)).unlink(missing_ok=True)
-        return period.count
 
     def _accept(self, dataset: str, items: Sequence[_Pending], size: int, count: int | None = None) -> None:
         """Queue ``items`` (``count`` records; one per item by default) for the flusher."""
@@ -724,7 +615,7 @@ class SegmentedLogStore:
         age: float | None = None
         for index in range(first, len(segments) - 1):
             try:
-                status = _segment_path(self.directory / dataset, published, segments[index]).stat()
+                status = (self.directory / dataset / _segment_name(segments[index])).stat()
             except FileNotFoundError:  # deleted by retention meanwhile
                 continue
             held_bytes += status.st_size
@@ -787,15 +678,10 @@ class SegmentedLogStore:
         while index < len(segments) and taken < max_records and taken_bytes < max_bytes:
             base = segments[index]
             limit = published.last_size if index == len(segments) - 1 else None
-            blocks: list[tuple[_Block, Any]]  # bytes of a segment's blocks, or record batches of a period
             try:
-                if base in published.periods:
-                    blocks = self._read_period(dataset, base, published.periods[base], next_position, names)
-                    stopped_at = None
-                else:
-                    blocks, stopped_at = self._read_segment(
-                        dataset, base, start_byte, limit, next_position, max_records - taken, max_bytes - taken_bytes
-                    )
+                blocks, stopped_at = self._read_segment(
+                    dataset, base, start_byte, limit, next_position, max_records - taken, max_bytes - taken_bytes
+                )
             except FileNotFoundError:
                 # retention deleted the segment between our snapshot and the read
                 if parts:
@@ -810,10 +696,7 @@ class SegmentedLogStore:
                     raise CorruptSegmentError(f"{dataset}: records {next_position} to {block.first} are missing")
                 room = max_records - taken
                 if columns:
-                    batch: pa.RecordBatch
-                    if block.period:
-                        batch = payload
-                    elif block.columns:
+                    if block.columns:
                         batch = _decoded(dataset, block, payload, names)
                         given = lines_given(batch)
                         if given is not None:
@@ -828,9 +711,7 @@ class SegmentedLogStore:
                     if kept:
                         parts.append(batch.slice(skip, kept))
                 else:
-                    if block.period:
-                        lines = lines_of(payload)
-                    elif block.columns:
+                    if block.columns:
                         lines = lines_of(_decoded(dataset, block, payload))
                     else:
                         lines = _split_lines(dataset, block, payload)
@@ -882,36 +763,6 @@ class SegmentedLogStore:
         if len(self._read_hints) > 256:
             self._read_hints.clear()
         self._read_hints[(dataset, position)] = hint
-
-    def _read_period(
-        self, dataset: str, base: int, period: _Period, position: int, names: Collection[str] | None
-    ) -> list[tuple[_Block, pa.RecordBatch]]:
-        """The record batches of a period holding records at or after ``position`` (only the columns ``names``,
-        when given), as blocks that count the period's file size, shared among its records, towards a read's byte
-        bound; converted from the file unless this process has them (``period_columns.CONVERTED``). Raises
-        ``FileNotFoundError`` when retention deleted it, ``CorruptSegmentError`` when its file no longer has its
-        checksum or does not convert to its count of records."""
-        path = self.directory / dataset / _period_name(base, period)
-        status = path.stat()
-        batches = CONVERTED.get(status, dataset)
-        if batches is None:
-            try:
-                converted = dict(period_columns(path, checksum=period.checksum)).get(dataset, [])
-            except (ValueError, IndexError, TypeError) as error:
-                raise CorruptSegmentError(f"{dataset}: the period at offset {base} does not convert: {error}") from None
-            batches = [batch for batch in converted if batch.num_rows]
-            if sum(batch.num_rows for batch in batches) != period.count:
-                raise CorruptSegmentError(f"{dataset}: the period at offset {base} holds the wrong count")
-            CONVERTED.keep(status, dataset, batches)
-        found: list[tuple[_Block, pa.RecordBatch]] = []
-        first = base
-        for number, batch in enumerate(batches):
-            if first + batch.num_rows > position:
-                share = max(1, status.st_size * batch.num_rows // period.count)
-                chosen = batch if names is None else _projected(batch, names)
-                found.append((_Block(number, first, batch.num_rows, share, columns=True, period=True), chosen))
-            first += batch.num_rows
-        return found
 
     def _read_segment(
         self,
@@ -997,18 +848,10 @@ class SegmentedLogStore:
         from where the previous look stopped."""
         _check_dataset(dataset)
         path = self.directory / dataset
-        segments, periods = _list_segments(path)
+        segments = _list_segments(path)
         if not segments:
             return _Published((), 0, 0)
         last = segments[-1]
-        if last in periods:  # a period is whole once it is in the store
-            try:
-                size = (path / _period_name(last, periods[last])).stat().st_size
-            except FileNotFoundError:
-                return self._discover(dataset)  # deleted by retention meanwhile: look again
-            view = _Published(tuple(segments), size, last + periods[last].count, periods)
-            self._views[dataset] = view
-            return view
         known = self._views.get(dataset)
         start, expected = (known.last_size, known.end) if known and known.segments[-1] == last else (0, last)
         scan = _scan_headers
@@ -1020,7 +863,7 @@ class SegmentedLogStore:
         except FileNotFoundError:
             return self._discover(dataset)  # deleted by retention meanwhile: look again
         end = blocks[-1].first + blocks[-1].count if blocks else expected
-        view = _Published(tuple(segments), valid_size, end, periods)
+        view = _Published(tuple(segments), valid_size, end)
         self._views[dataset] = view
         return view
 
@@ -1067,14 +910,12 @@ class SegmentedLogStore:
     def _sync_segment_holding(self, dataset: str, position: int) -> None:
         """fsync the segment holding ``position`` (the writer syncs a segment before rolling, so earlier ones are
         durable already); ``fsync`` through a read-only descriptor syncs the file the writer writes."""
-        published = self._published(dataset)
-        index = bisect.bisect_right(published.segments, position) - 1
+        segments = self._published(dataset).segments
+        index = bisect.bisect_right(segments, position) - 1
         if position < 0 or index < 0:
             return
         try:
-            descriptor = os.open(
-                _segment_path(self.directory / dataset, published, published.segments[index]), os.O_RDONLY
-            )
+            descriptor = os.open(self.directory / dataset / _segment_name(segments[index]), os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
@@ -1120,26 +961,17 @@ class SegmentedLogStore:
             _check_dataset(dataset)
             path = self.directory / dataset
             path.mkdir(parents=True, exist_ok=True)
-            segments, periods = _list_segments(path)
-            for base in periods:  # an empty segment a period took the place of, left by a crash
-                (path / _segment_name(base)).unlink(missing_ok=True)
-            for copying in path.glob(f".*{_COPY_SUFFIX}"):  # a period's copy a crash cut short
-                copying.unlink(missing_ok=True)
+            segments = _list_segments(path)
             if not segments:
                 segments = [0]
                 _create_segment(path, 0)
             last = segments[-1]
-            if last in periods:  # the next write starts a segment after it (``_roll``)
-                size = (path / _period_name(last, periods[last])).stat().st_size
-                stream = _Stream(dataset, path, _Published(tuple(segments), size, last + periods[last].count, periods))
-                self._streams[dataset] = stream
-                return stream
             segment_path = path / _segment_name(last)
             blocks, valid_size = _scan_blocks(segment_path, last)
             if valid_size < segment_path.stat().st_size:
                 os.truncate(segment_path, valid_size)  # a torn tail: the block the crash interrupted
             end = blocks[-1].first + blocks[-1].count if blocks else last
-            stream = _Stream(dataset, path, _Published(tuple(segments), valid_size, end, periods))
+            stream = _Stream(dataset, path, _Published(tuple(segments), valid_size, end))
             stream.fd = os.open(segment_path, os.O_WRONLY | os.O_APPEND)
             self._streams[dataset] = stream
             return stream
@@ -1177,8 +1009,7 @@ class SegmentedLogStore:
             if closing:
                 with self._write_lock:
                     for stream in self._streams.values():
-                        if stream.fd >= 0:
-                            os.close(stream.fd)
+                        os.close(stream.fd)
                         stream.fd = -1
                 with self._lock:
                     self._flushed.notify_all()
@@ -1226,7 +1057,7 @@ class SegmentedLogStore:
         start = stream.published.end
         with self._write_lock:
             try:
-                if stream.roll_due or stream.fd < 0:
+                if stream.roll_due:
                     self._roll(stream)
                 if os.fstat(stream.fd).st_size != stream.published.last_size:
                     # a write that failed half way left bytes after the last good block
@@ -1273,10 +1104,7 @@ class SegmentedLogStore:
         _write_all(stream.fd, header + _CRC.pack(crc32(payload, crc32(header))), payload)
         stream.unsynced = True
         stream.published = _Published(
-            published.segments,
-            published.last_size + HEADER_BYTES + len(payload),
-            published.end + count,
-            published.periods,
+            published.segments, published.last_size + HEADER_BYTES + len(payload), published.end + count
         )
 
     def _write_lines(self, stream: _Stream, records: Sequence[bytes]) -> None:
@@ -1299,22 +1127,19 @@ class SegmentedLogStore:
             index += take
 
     def _roll(self, stream: _Stream) -> None:
-        """Start a new segment at the stream's end; the full one is synced first (a period, already durable, has no
-        descriptor open)."""
+        """Start a new segment at the stream's end; the full one is synced first."""
         published = stream.published
         stream.roll_due = True  # once the new file may exist, no record may go into the old segment
-        if stream.fd >= 0:
-            os.fsync(stream.fd)
+        os.fsync(stream.fd)
         _create_segment(stream.path, published.end)
         descriptor = os.open(stream.path / _segment_name(published.end), os.O_WRONLY | os.O_APPEND)
         old, stream.fd = stream.fd, descriptor
-        if old >= 0:
-            with contextlib.suppress(OSError):
-                os.close(old)
+        with contextlib.suppress(OSError):
+            os.close(old)
         stream.unsynced = False
         stream.roll_due = False
         if published.segments[-1] != published.end:
-            stream.published = _Published((*published.segments, published.end), 0, published.end, published.periods)
+            stream.published = _Published((*published.segments, published.end), 0, published.end)
 
     def _sync_all(self) -> None:
         with self._write_lock:
@@ -1337,7 +1162,7 @@ class SegmentedLogStore:
                 sizes: dict[int, os.stat_result] = {}
                 for base in segments[:-1]:
                     with contextlib.suppress(FileNotFoundError):
-                        sizes[base] = _segment_path(stream.path, stream.published, base).stat()
+                        sizes[base] = (stream.path / _segment_name(base)).stat()
                 total = sum(status.st_size for status in sizes.values()) + stream.published.last_size
                 doomed: list[int] = []
                 while len(segments) > 1:
@@ -1359,12 +1184,9 @@ class SegmentedLogStore:
                 # readers taking a snapshot from now on no longer see the segments; one holding an older snapshot
                 # finds a file missing and looks again
                 published = stream.published
-                periods = {base: count for base, count in published.periods.items() if base not in doomed}
-                stream.published = _Published(tuple(segments), published.last_size, published.end, periods)
+                stream.published = _Published(tuple(segments), published.last_size, published.end)
                 for base in doomed:
-                    _segment_path(stream.path, published, base).unlink(missing_ok=True)
-                    if base in published.periods and base in sizes:
-                        CONVERTED.forget(sizes[base])
+                    (stream.path / _segment_name(base)).unlink(missing_ok=True)
                 _sync_directory(stream.path)
             with self._lock:
                 self._counters["deleted"] += len(doomed)
@@ -1462,85 +1284,19 @@ def _scan_headers(path: Path, expected: int, start: int = 0) -> tuple[list[_Bloc
     return blocks, byte
 
 
-def _list_segments(path: Path) -> tuple[list[int], dict[int, _Period]]:
-    """The first offsets of the segments in a dataset's directory, in order, and of those that are journal periods,
-    their counts. A period and a segment of the same first offset (the empty segment a period took the place of,
-    left by a crash) are the period."""
+def _list_segments(path: Path) -> list[int]:
     if not path.is_dir():
-        return [], {}
-    bases = set()
-    periods: dict[int, _Period] = {}
+        return []
+    bases = []
     for entry in path.iterdir():
-        name = entry.name
-        stem = name.removesuffix(SEGMENT_SUFFIX)
-        if name.endswith(SEGMENT_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit():
-            bases.add(int(stem))
-        elif matched := _PERIOD_NAME.fullmatch(name):
-            base = int(matched[1])
-            bases.add(base)
-            periods[base] = _Period(int(matched[2]), int(matched[3], 16))
-    return sorted(bases), periods
+        stem = entry.name.removesuffix(SEGMENT_SUFFIX)
+        if entry.name.endswith(SEGMENT_SUFFIX) and len(stem) == OFFSET_DIGITS and stem.isdigit():
+            bases.append(int(stem))
+    return sorted(bases)
 
 
 def _segment_name(base: int) -> str:
     return f"{base:0{OFFSET_DIGITS}d}{SEGMENT_SUFFIX}"
-
-
-def _period_name(base: int, period: _Period) -> str:
-    return f"{base:0{OFFSET_DIGITS}d}-{period.count}-{period.checksum:08x}{PERIOD_SUFFIX}"
-
-
-def _file_checksum(descriptor: int) -> int:
-    """The CRC-32 of a file's bytes, read from its descriptor."""
-    checksum = 0
-    offset = 0
-    while chunk := os.pread(descriptor, _READ_CHUNK, offset):
-        checksum = crc32(chunk, checksum)
-        offset += len(chunk)
-    return checksum
-
-
-def _segment_path(path: Path, published: _Published, base: int) -> Path:
-    """The file of the segment at ``base`` in the dataset directory ``path``: a segment's, or a period's."""
-    period = published.periods.get(base)
-    return path / (_segment_name(base) if period is None else _period_name(base, period))
-
-
-def _projected(batch: pa.RecordBatch, names: Collection[str]) -> pa.RecordBatch:
-    """``batch`` with only its columns ``names`` (at least one, for the count of records)."""
-    chosen = [name for name in batch.schema.names if name in names]
-    return batch.select(chosen or batch.schema.names[:1])
-
-
-def _link_or_copy(source: Path, target: Path, status: os.stat_result) -> None:
-    """``target`` names the file ``source`` (its ``status``): a hard link, or, where the file system cannot link it
-    there, a copy with the same modification time, written and ``fsync``ed before it has its name. A ``target`` that
-    is that period already (named before a failure that kept the store from counting it) is kept."""
-    try:
-        os.link(source, target)
-    except FileExistsError:
-        if not _same_period(target.stat(), status):
-            raise
-    except OSError as error:
-        if error.errno not in _UNLINKABLE:
-            raise
-        temporary = target.with_name(f".{target.name}{_COPY_SUFFIX}")
-        shutil.copyfile(source, temporary)
-        os.utime(temporary, ns=(status.st_atime_ns, status.st_mtime_ns))
-        descriptor = os.open(temporary, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(temporary, target)
-
-
-def _same_period(held: os.stat_result, status: os.stat_result) -> bool:
-    """Whether a period's name in the store is the file ``status`` describes: the same file (a hard link), or its
-    copy (the same size and the same modification time, to the nanosecond: the moment the period was sealed)."""
-    if (held.st_dev, held.st_ino) == (status.st_dev, status.st_ino):
-        return True
-    return (held.st_size, held.st_mtime_ns) == (status.st_size, status.st_mtime_ns)
 
 
 def _create_segment(path: Path, base: int) -> None:

@@ -1,36 +1,33 @@
 """The request log's write-ahead journal, and the hand-off of the edge's records to the log store: one file per period
-of about a second, written through a shared mapping, which the delivery process hands to the log store once the period
-is sealed. In the pipeline source → buffer → transform → sink (``docs/log-store.md``), this is the buffer: the edge
-worker (the source) hands its records over here, and a sealed period's file becomes, as it is, a segment of its
-worker's log store (or is published to the log bus).
+of about a second, written through a shared mapping, which the delivery process takes into the log store once the
+period is sealed. In the pipeline source → buffer → transform → sink (``docs/log-store.md``), this is the buffer's
+first half: the edge worker (the source) hands its records over here, and a period leaves it only once committed to
+the log store.
 
 **Accepted means journalled.** The request log (``edgeplane.edge.request_log``) appends each request's record to the
 period's file before its answer is handed to the socket. The file is mapped ``MAP_SHARED``: a store into the mapping
 is a store into the kernel's page cache for the file, which outlives the process, so once the answer can leave, its
 record survives a ``kill -9`` of the edge worker (or of ``edgeplane serve``, whose children then die), with no system
-call per record. It does not survive the machine's crash until its period is taken into the log store (nothing is
-synced per record; the store ``fsync``s the period's file when it adopts it).
+call per record. It does not survive the machine's crash until its period is committed to the log store (nothing is
+synced per record; the commit is).
 
 Why a hand-off rather than the store in the edge worker: turning rows into an Arrow record batch, serialising it and
 writing it with the store's own thread cost the edge worker more than building the rows did, and all of that work can
 wait a second and run in another process. So the edge worker only journals: the period's file is ``<period>.journal``
 while it is written; at the end of the period (``RequestLog``: a second, or ``max_rows`` rows, or a full mapping) it is
 **sealed**: unmapped, cut to the frames written, renamed ``<period>.sealed``, and never written again. The delivery
-process (``edgeplane.logs.journal_intake``) takes the sealed files in order into the worker's log store, which keeps
-each file as a segment (``LogStore.adopt_period``: synced, then named in the store; the one durable hop, no record
-written again), and deletes their names from the journal. The files a killed
+process (``edgeplane.logs.journal_intake``) takes the sealed files in order, commits their records to the worker's log
+store (written and synced when the commit returns: the one durable hop), and deletes the files. The files a killed
 worker left unsealed are sealed when a worker starts on the same journal (``RequestJournal``), or by the delivery
-process for a partition no worker runs any more (``seal_leftovers``). A period the store had adopted when the delivery
-process died, before its name left the journal, is recognised (the same file) and not stored twice; one published to
-the log bus is published again under the same keys. The journal lives with the logs, not the edge, because both sides
+process for a partition no worker runs any more (``seal_leftovers``). A record whose period the store had committed when
+the delivery process died is stored twice, never lost. The journal lives with the logs, not the edge, because both sides
 use it: the edge writes it (``RequestJournal``), the delivery process reads it.
 
 The file (format 4): a head of 8 bytes (``EPJ4`` and the format number), then frames, one after the other::
 
     <length: u32><kind: u32><payload: length bytes><commit word: u32 = COMMIT_MARK>, padded to 8 bytes
 
-all integers in the machine's byte order (a period is read on the machine that wrote it, in its journal or as a
-segment of its log store; the log bus carries columns, not periods). The commit
+all integers in the machine's byte order (the file never leaves the machine before the intake reads it). The commit
 word is written last; the file is made of zeros (written ahead, below), so a frame that a kill cut short has no commit
 word, and the reader stops there: the record it held had not been answered. Kinds: a row (``ROW``: a shape number,
 the packed numbers and the ray id, ``request_rows.ROW_PAYLOAD``), a shape (``SHAPE``: its texts, ``marshal``), a record
@@ -70,7 +67,7 @@ FRAME_HEAD: Final = struct.Struct("=II")  # length, kind
 COMMIT: Final = struct.Struct("=I")
 COMMIT_MARK: Final = 0x214A5045  # "EPJ!": no byte of it zero, so a commit word cut short is not one
 _ALIGN: Final = 8
-# The kinds of frames (and ``CHUNK``: a chunk of a file of the earlier format, as ``read_period`` gives it).
+# The kinds of frames (and ``CHUNK``: a chunk of a file of the earlier format, as ``read_sealed`` gives it).
 CHUNK: Final = 0
 ROW: Final = 1
 SHAPE: Final = 2
@@ -354,14 +351,17 @@ def sealed_path(directory: Path, period: int) -> Path:
     return _path(directory, period, _SEALED)
 
 
-def read_period(path: Path) -> list[tuple[int, bytes]]:
-    """The committed frames of a sealed period's file, wherever it is (in its journal, or held by a log store as a
-    segment: ``LogStore.adopt_period``), as ``read_frames`` gives them; a torn tail is logged. Raises
-    ``FileNotFoundError`` when the file is gone."""
-    data = path.read_bytes()
+def read_sealed(directory: Path, period: int) -> list[tuple[int, bytes]]:
+    """The committed frames of a sealed period (``read_frames``); a torn tail is logged."""
+    try:
+        data = _path(directory, period, _SEALED).read_bytes()
+    except FileNotFoundError:
+        return []
     frames, end = read_frames(data)
     if data[end:].strip(b"\x00"):
-        log.warning("request journal: a torn frame ends the period", path=str(path), offset=end)
+        log.warning(
+            "request journal: a torn frame ends the period", directory=str(directory), period=period, offset=end
+        )
     return frames
 
 
@@ -373,7 +373,7 @@ def sealed_identity(directory: Path, period: int) -> int:
 
 
 def delete_sealed(directory: Path, period: int) -> None:
-    """Deletes a sealed period's name in the journal, once the log store holds its file or the bus its records."""
+    """Deletes a sealed period's file, once its rows are in the log store."""
     _path(directory, period, _SEALED).unlink(missing_ok=True)
 
 

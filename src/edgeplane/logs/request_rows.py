@@ -233,7 +233,7 @@ class RequestRows:
         return len(self._shape_numbers) // _SHAPE_NUMBER.size + len(self.whole_records)
 
     def add_frame(self, kind: int, payload: bytes) -> None:
-        """Adds a frame of a journal period (``request_journal.read_period``), in the order written. Raises
+        """Adds a frame of a journal period (``request_journal.read_sealed``), in the order written. Raises
         ``ValueError`` for a frame that cannot be read (the rest of its period is then skipped)."""
         if kind == request_journal.ROWS:
             self._add_rows(payload)
