@@ -91,6 +91,13 @@ one_frame = st.one_of(
     st.integers(0, 2**32).map(_row),
 )
 frames = st.lists(one_frame, max_size=8)
+# Runs of rows long enough for the reader's doubling windows (``_committed_rows``), between other frames.
+row_run = st.tuples(st.integers(0, 2**32), st.integers(1, 150)).map(
+    lambda start: [_row(start[0] + n) for n in range(start[1])]
+)
+long_frames = st.lists(st.one_of(row_run, one_frame.map(lambda frame: [frame])), max_size=5).map(
+    lambda groups: [frame for group in groups for frame in group]
+)
 
 
 def _one_by_one(found: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -106,7 +113,7 @@ def _one_by_one(found: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(frames, one_frame, st.data())
+@given(st.one_of(frames, long_frames), one_frame, st.data())
 def test_a_frame_a_kill_cut_short_is_dropped_and_those_before_it_kept(
     written: list[tuple[int, bytes]], torn: tuple[int, bytes], data: st.DataObject
 ) -> None:
@@ -127,7 +134,7 @@ def test_a_frame_a_kill_cut_short_is_dropped_and_those_before_it_kept(
 
 
 @settings(max_examples=100, deadline=None)
-@given(frames, st.data())
+@given(st.one_of(frames, long_frames), st.data())
 def test_a_file_cut_anywhere_gives_the_whole_frames_before_the_cut(
     written: list[tuple[int, bytes]], data: st.DataObject
 ) -> None:
