@@ -8,9 +8,9 @@ clients, a firewall match every ``--firewall-every`` answers). Each tree is meas
 ``src`` first on ``PYTHONPATH``), one round at a time, the trees in turn and in alternating order round by round; a
 round runs both passes, in alternating order too:
 
-- ``conversion``: every period read into columns (the intake's ``_parts``; ``period_columns`` at the trees where
-  the log store adopted periods as its segments, ``9165121`` to ``5fc1c9a``, kept in git to compare): what any intake
-  must do at least;
+- ``conversion``: every period read into columns (the intake's ``period_columns``; at the trees where the log store
+  adopted periods as its segments, ``9165121`` to ``5fc1c9a``, kept in git to compare, the module of that name):
+  what any intake must do at least;
 - ``intake``: a fresh copy of the journal (copied before the clock starts) taken by ``JournalIntake`` into a new
   ``SegmentedLogStore`` beside it, every dataset, as the delivery process does: the columns written again (zstd
   Arrow IPC, ``fsync``); at the trees that adopted periods, each period's file ``fsync``ed and hard-linked instead.
@@ -89,14 +89,15 @@ def measure_tree(journal: Path, rounds: int, first: str) -> dict[str, Any]:
 
 
 def _converter() -> Any:
-    """The conversion of a sealed period to columns, as the tree on the path does it: the intake's ``_parts``, or
-    ``period_columns`` at the trees that adopted periods (``9165121`` to ``5fc1c9a``)."""
+    """The conversion of a sealed period to columns, as the tree on the path does it: the intake's
+    ``period_columns`` (``_parts`` at trees before ``311ce28``), or the module ``period_columns`` at the trees that
+    adopted periods (``9165121`` to ``5fc1c9a``)."""
     try:
         from edgeplane.logs.period_columns import period_columns
     except ImportError:
         from edgeplane.logs import journal_intake
 
-        return journal_intake._parts
+        return getattr(journal_intake, "period_columns", None) or journal_intake._parts
     from edgeplane.logs.request_journal import sealed_path
 
     return lambda directory, period: period_columns(sealed_path(directory, period))

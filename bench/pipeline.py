@@ -68,7 +68,6 @@ import tempfile
 import time
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -81,6 +80,8 @@ else:  # python bench/pipeline.py: this file's directory is on sys.path
 REPO_ROOT = loadgen.REPO_ROOT
 if str(REPO_ROOT / "src") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "src"))
+if str(REPO_ROOT) not in sys.path:  # the test support the benchmark shares (SeaweedFS, a job's recorded status)
+    sys.path.append(str(REPO_ROOT))
 
 import orjson  # noqa: E402 - after the path set-up
 import pyarrow as pa  # noqa: E402
@@ -101,6 +102,7 @@ from edgeplane.logs.log_store import (  # noqa: E402
 )
 from edgeplane.logs.record_columns import COMPRESSIONS, Compression, combined, rows_of  # noqa: E402
 from edgeplane.logs.record_format import GZIP_LIBRARY, gzip_batch  # noqa: E402
+from tests.support.recorded_job_status import RecordedJobStatus  # noqa: E402
 
 # Targets from the issue.
 TARGET_RECORDS_PER_CORE_SECOND = 500_000
@@ -314,19 +316,6 @@ def s3_conf(seaweed: Any, prefix: str) -> str:
     return f"s3://{BUCKET}/{prefix}?{query}"
 
 
-class _NoStatus:
-    """A ``JobStatus`` that keeps the failures to report them."""
-
-    def __init__(self) -> None:
-        self.failures: list[str] = []
-
-    def completed(self, job_id: int, when: datetime) -> None:
-        pass
-
-    def failed(self, job_id: int, when: datetime, message: str) -> None:
-        self.failures.append(message)
-
-
 class _TimedStore:
     """The store as delivery sees it, noting when cursors were saved and when a read first found nothing new."""
 
@@ -452,7 +441,7 @@ class PassResult:
 class _Run:
     store: _TimedStore
     destination: _CountingDestination
-    status: _NoStatus
+    status: RecordedJobStatus
     end: int
     started: float = 0.0
     cpu_started: float = 0.0
@@ -471,7 +460,7 @@ async def _deliver(plan: JobPlan, directory: Path, seaweed_pid: int | None, prof
     # The store listens on loopback, which an operator would allow for it.
     loopback = DestinationPolicy(AddressPolicy((ipaddress.ip_network("127.0.0.0/8"),)))
     destination = _CountingDestination(open_destination(parse_destination_conf(plan.destination_conf), policy=loopback))
-    run = _Run(timed, destination, _NoStatus(), end)
+    run = _Run(timed, destination, RecordedJobStatus(), end)
     delivery = JobDelivery(plan, [timed], destination, run.status)  # type: ignore[list-item]
     run.seaweed_started = loadgen._process_cpu_seconds(seaweed_pid) if seaweed_pid else None
     run.cpu_started = time.process_time()

@@ -14,11 +14,11 @@ from edgeplane.logs.log_store import SegmentedLogStore
 from tests.logs.test_delivery_batches import (
     HTTP,
     SNAPSHOT,
-    RecordedStatus,
     RecordingDestination,
     job,
     stored,
 )
+from tests.support.recorded_job_status import RecordedJobStatus
 
 
 async def test_an_idle_job_waits_for_the_bell_and_delivers_when_it_rings(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ async def test_an_idle_job_waits_for_the_bell_and_delivers_when_it_rings(tmp_pat
     arrivals = Arrivals()
     with stored(tmp_path, 0) as store:
         plan = plan_job(job(5, 3600), SNAPSHOT)
-        delivery = JobDelivery(plan, [store], destination, RecordedStatus(), arrivals=arrivals)  # type: ignore[arg-type]
+        delivery = JobDelivery(plan, [store], destination, RecordedJobStatus(), arrivals=arrivals)  # type: ignore[arg-type]
         task = asyncio.create_task(delivery.run())
         try:
             await asyncio.sleep(1.0)

@@ -9,7 +9,6 @@ import dataclasses
 import gzip
 import time
 from collections.abc import Callable, Collection
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from edgeplane.configuration.snapshot import DeliverySnapshot, ZoneRoute
 from edgeplane.logs.delivery import DeliveryService, JobDelivery, plan_job
 from edgeplane.logs.destinations import DestinationPolicy, DestinationUnavailable
 from edgeplane.logs.log_store import ColumnBatch, SegmentedLogStore
+from tests.support.recorded_job_status import RecordedJobStatus
 
 HTTP = "http_requests"
 JOB_ID = 7
@@ -41,18 +41,6 @@ class RecordingDestination:
 
     async def close(self) -> None:
         pass
-
-
-class RecordedStatus:
-    def __init__(self) -> None:
-        self.completions = 0
-        self.failures: list[str] = []
-
-    def completed(self, job_id: int, when: datetime) -> None:
-        self.completions += 1
-
-    def failed(self, job_id: int, when: datetime, message: str) -> None:
-        self.failures.append(message)
 
 
 class WatchedStore(SegmentedLogStore):
@@ -119,7 +107,7 @@ async def test_full_batches_go_at_once_and_the_rest_waits(tmp_path: Path) -> Non
     destination = RecordingDestination()
     store = stored(tmp_path, 2500)
     with store:
-        delivery = JobDelivery(plan_job(job(1000, 3600), SNAPSHOT), [store], destination, RecordedStatus())  # type: ignore[arg-type]
+        delivery = JobDelivery(plan_job(job(1000, 3600), SNAPSHOT), [store], destination, RecordedJobStatus())  # type: ignore[arg-type]
         # Read from the end: the last 500 are in the batch being collected, and would have gone before this read.
         await deliver_until(delivery, lambda: 2500 in store.reads_from, seconds=30)
     assert [len(upload) for upload in destination.uploads] == [1000, 1000]
@@ -128,7 +116,7 @@ async def test_full_batches_go_at_once_and_the_rest_waits(tmp_path: Path) -> Non
 async def test_a_batch_that_is_not_full_goes_at_the_interval(tmp_path: Path) -> None:
     destination = RecordingDestination()
     with stored(tmp_path, 200) as store:
-        delivery = JobDelivery(plan_job(job(1000, 0.5), SNAPSHOT), [store], destination, RecordedStatus())  # type: ignore[arg-type]
+        delivery = JobDelivery(plan_job(job(1000, 0.5), SNAPSHOT), [store], destination, RecordedJobStatus())  # type: ignore[arg-type]
         took = await deliver_until(delivery, lambda: bool(destination.uploads), seconds=30)
     assert [len(upload) for upload in destination.uploads] == [200]
     assert took >= 0.5
@@ -136,7 +124,7 @@ async def test_a_batch_that_is_not_full_goes_at_the_interval(tmp_path: Path) -> 
 
 async def test_a_failed_upload_is_tried_again_within_the_longest_pause(tmp_path: Path) -> None:
     destination = RecordingDestination(failures=4)
-    status = RecordedStatus()
+    status = RecordedJobStatus()
     with stored(tmp_path, 1000) as store:
         plan = plan_job(job(1000, 3600), SNAPSHOT)
         delivery = JobDelivery(plan, [store], destination, status, retry_max_seconds=0.05)  # type: ignore[arg-type]
@@ -165,7 +153,7 @@ async def test_a_clean_stop_lets_the_batch_being_uploaded_finish_and_its_cursor_
     with stored(tmp_path, 1000) as store:
         service = DeliveryService(
             lambda: [store],
-            RecordedStatus(),
+            RecordedJobStatus(),
             policy=DestinationPolicy(file_root=tmp_path),
             destination_factory=lambda conf: destination,  # type: ignore[arg-type,return-value]
         )

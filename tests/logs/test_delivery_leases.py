@@ -14,7 +14,6 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +29,13 @@ from edgeplane.logs.destinations import Destination, DestinationPolicy, open_des
 from edgeplane.logs.job_leases import JobLeases
 from edgeplane.logs.log_store import SegmentedLogStore
 from edgeplane.store.database import Database
+from tests.support.recorded_job_status import RecordedJobStatus
 from tests.support.shared_cursor_store import SharedCursorStore
 
 HTTP = "http_requests"
 TTL = 1.0
 JOB_IDS = (1, 2, 3, 4)
 BATCH = 50  # records per upload
-
-
-class RecordedStatus:
-    def __init__(self) -> None:
-        self.failures: list[str] = []
-
-    def completed(self, job_id: int, when: datetime) -> None:
-        pass
-
-    def failed(self, job_id: int, when: datetime, message: str) -> None:
-        self.failures.append(message)
 
 
 @dataclass
@@ -56,7 +45,7 @@ class Member:
     service: DeliveryService
     leases: JobLeases
     cursors: DatabaseCursors
-    status: RecordedStatus
+    status: RecordedJobStatus
     keeper: asyncio.Task[None]
 
 
@@ -108,7 +97,7 @@ async def member(
     leases = JobLeases(database, owner, ttl_seconds=TTL)
     cursors = DatabaseCursors(database, leases)
     view = SharedCursorStore(stream, cursors)
-    status = RecordedStatus()
+    status = RecordedJobStatus()
     policy = DestinationPolicy(file_root=destinations)
     service = DeliveryService(
         lambda: [view],
@@ -307,7 +296,7 @@ async def test_a_claim_that_ran_across_a_change_never_brings_back_the_configurat
     before = snapshot(tmp_path)
     service = DeliveryService(
         lambda: [],
-        RecordedStatus(),
+        RecordedJobStatus(),
         policy=DestinationPolicy(file_root=tmp_path),
         leases=leases,  # type: ignore[arg-type]
     )

@@ -96,7 +96,7 @@ class JournalIntake:
         for directory, store in self.stores.items():
             for period in sealed_periods(directory):
                 try:
-                    parts = _parts(directory, period)
+                    parts = period_columns(directory, period)
                     key = self._key(directory, period)
                 except (ValueError, IndexError, TypeError, OSError) as error:
                     self._parts_taken.pop((directory, period), None)
@@ -150,7 +150,7 @@ class JournalIntake:
         return count, True
 
 
-def _parts(directory: Path, period: int) -> list[tuple[str, list[pa.RecordBatch]]]:
+def period_columns(directory: Path, period: int) -> list[tuple[str, list[pa.RecordBatch]]]:
     """A sealed period's records in columns, in the order they are committed: its ``http_requests`` records (its
     rows, then its rows kept whole), its firewall events."""
     rows = RequestRows()

@@ -132,7 +132,7 @@ class RequestJournal:
         self._backlog: collections.deque[tuple[int, int]] = collections.deque()
         for period in sealed:
             with contextlib.suppress(OSError):
-                self._backlog.append((period, _path(directory, period, _SEALED).stat().st_size))
+                self._backlog.append((period, sealed_path(directory, period).stat().st_size))
         self._backlog_bytes = sum(size for _period, size in self._backlog)
 
     def append(self, kind: int, payload: bytes) -> bool:
@@ -244,7 +244,7 @@ class RequestJournal:
         backlog = self._backlog
         backlog.append((period, size))
         self._backlog_bytes += size
-        while backlog and not _path(self.directory, backlog[0][0], _SEALED).exists():
+        while backlog and not sealed_path(self.directory, backlog[0][0]).exists():
             self._backlog_bytes -= backlog.popleft()[1]
         limit = self.max_backlog_bytes
         while limit is not None and self._backlog_bytes > limit and len(backlog) > 1:
@@ -354,7 +354,7 @@ def sealed_path(directory: Path, period: int) -> Path:
 def read_sealed(directory: Path, period: int) -> list[tuple[int, bytes]]:
     """The committed frames of a sealed period (``read_frames``); a torn tail is logged."""
     try:
-        data = _path(directory, period, _SEALED).read_bytes()
+        data = sealed_path(directory, period).read_bytes()
     except FileNotFoundError:
         return []
     frames, end = read_frames(data)
@@ -369,17 +369,17 @@ def sealed_identity(directory: Path, period: int) -> int:
     """What tells a sealed period apart from an earlier one of the same number (a worker that finds its journal
     empty numbers its periods from 0 again): its file's modification time in nanoseconds, which no longer changes
     once the period is sealed. Raises ``FileNotFoundError`` when the period is gone."""
-    return _path(directory, period, _SEALED).stat().st_mtime_ns
+    return sealed_path(directory, period).stat().st_mtime_ns
 
 
 def delete_sealed(directory: Path, period: int) -> None:
     """Deletes a sealed period's file, once its rows are in the log store."""
-    _path(directory, period, _SEALED).unlink(missing_ok=True)
+    sealed_path(directory, period).unlink(missing_ok=True)
 
 
 def quarantine(directory: Path, period: int) -> None:
     """Renames a sealed period the intake cannot take to ``<period>.unreadable``, kept for inspection."""
-    os.rename(_path(directory, period, _SEALED), _path(directory, period, _QUARANTINED))
+    os.rename(sealed_path(directory, period), _path(directory, period, _QUARANTINED))
 
 
 def seal_leftovers(directory: Path) -> list[int]:
@@ -401,7 +401,7 @@ def seal_leftovers(directory: Path) -> list[int]:
 
 def _seal(directory: Path, period: int) -> None:
     with contextlib.suppress(FileNotFoundError):  # the period had no frames
-        os.rename(_path(directory, period, _OPEN), _path(directory, period, _SEALED))
+        os.rename(_path(directory, period, _OPEN), sealed_path(directory, period))
 
 
 def _periods(directory: Path, suffix: str) -> list[int]:
