@@ -96,7 +96,14 @@ def test_requests_aggregated_by_dimension_over_the_range(world: tuple[Api, Path]
     assert answer["success"], answer
     result = answer["result"]
     assert (result["bucket_seconds"], len(result["buckets"]), result["buckets"][0]) == (30, 60, "2026-11-27T05:00:00Z")
-    assert result["totals"] == {"requests": 8, "jsonrpc_requests": 7, "errors": 2}
+    assert result["totals"] == {
+        "requests": 8,
+        "jsonrpc_requests": 7,
+        "errors": 2,
+        "cache_hits": 1,
+        "cache_misses": 5,
+    }
+    assert result["method"] is None
     network = {series["key"]: series for series in result["series"]["network"]}
     assert (network["mainnet"]["total"], network["mainnet"]["counts"][0]) == (6, 5)
     assert network["mainnet"]["counts"][59] == 1
@@ -124,6 +131,23 @@ def test_requests_aggregated_by_dimension_over_the_range(world: tuple[Api, Path]
     )
     assert (upstream["p50_ms_total"], upstream["p99_ms_total"]) == (20, 500)
     assert result["retained_since"] is None
+
+    # One JSON-RPC method: every figure is of its requests only.
+    narrowed = api.call("GET", f"/zones/{zone_id}/analytics/requests?{RANGE}&method=eth_call").json()["result"]
+    assert narrowed["method"] == "eth_call"
+    assert narrowed["totals"] == {
+        "requests": 6,
+        "jsonrpc_requests": 6,
+        "errors": 1,
+        "cache_hits": 0,
+        "cache_misses": 5,
+    }
+    assert [series["key"] for series in narrowed["series"]["method"]] == ["eth_call"]
+    assert [item["method"] for item in narrowed["top_methods"]] == ["eth_call"]
+    assert (narrowed["upstream_time"]["p50_ms_total"], narrowed["upstream_time"]["p99_ms_total"]) == (20, 500)
+    unknown = api.call("GET", f"/zones/{zone_id}/analytics/requests?{RANGE}&method=none").json()["result"]
+    assert unknown["totals"]["requests"] == 0  # an exact match: "none" is the charts' name for no method, not a filter
+    assert unknown["series"]["network"] == []
 
 
 def firewall_event(zone: str, minute: float, ray: str, **fields: Any) -> dict[str, Any]:

@@ -4,7 +4,9 @@ methods; the errors; the upstream time's p50 and p99. Computed with Arrow's kern
 wrote (``edgeplane.logs.record_scan``), in the API process: the edge's request path is not involved.
 
 A request is an error when its ``EdgeResponseStatus`` is 400 or more or it carries a ``JSONRPCErrorCode``. The upstream
-time is ``OriginResponseDurationMs`` of the requests that went upstream; its percentiles are by nearest rank.
+time is ``OriginResponseDurationMs`` of the requests that went upstream; its percentiles are by nearest rank. The
+totals count the cache's hits and misses (``CacheCacheStatus``), whose ratio the page shows; ``method`` narrows every
+figure to the requests of one JSON-RPC method (an exact match, as the security events' filter).
 """
 
 from __future__ import annotations
@@ -41,17 +43,23 @@ class Analytics:
         self.data_dir = data_dir
 
     def requests(self, request: ApiRequest) -> ApiResult:
-        """``GET /zones/{zone_id}/analytics/requests?since=&until=``: see the module docstring and docs/api.md."""
+        """``GET /zones/{zone_id}/analytics/requests?since=&until=&method=``: see the module docstring and
+        docs/api.md."""
         zone = visible_zone(request, request.path_params["zone_id"])
         request.require(Target.zone(zone.account_id, zone.id))
         window = time_range(request.query)
+        method = request.query.get("method") or None
         zone_name = zone.name
 
         def scan() -> ApiResult:
             scanned = scan_zone(
                 self.data_dir, "http_requests", zone_name, window, time_field="EdgeStartTimestamp", columns=_COLUMNS
             )
-            return ApiResult(request_analytics(scanned.table, window) | _coverage(window, scanned.retained_since))
+            table = scanned.table
+            if method is not None:
+                table = table.filter(pc.fill_null(pc.equal(table.column("JSONRPCMethod"), method), False))
+            coverage = _coverage(window, scanned.retained_since)
+            return ApiResult(request_analytics(table, window) | coverage | {"method": method})
 
         return ApiResult(None, later=scan)  # the scan holds no database connection
 
@@ -73,11 +81,14 @@ def request_analytics(table: pa.Table, window: TimeRange) -> dict[str, Any]:
     error_code = table.column("JSONRPCErrorCode")
     failed = pc.fill_null(pc.or_(pc.greater_equal(status, 400), pc.is_valid(error_code)), False)
     durations = table.column("OriginResponseDurationMs")
+    cache_status = table.column("CacheCacheStatus")
     return {
         "totals": {
             "requests": table.num_rows,
             "jsonrpc_requests": pc.sum(table.column("JSONRPCRequests")).as_py() or 0,
             "errors": pc.sum(pc.cast(failed, pa.int64())).as_py() or 0,
+            "cache_hits": _count_equal(cache_status, "hit"),
+            "cache_misses": _count_equal(cache_status, "miss"),
         },
         "series": {
             name: _series(_keys(table.column(field)), buckets, window.count) for name, field in DIMENSIONS.items()
@@ -89,6 +100,11 @@ def request_analytics(table: pa.Table, window: TimeRange) -> dict[str, Any]:
         },
         "upstream_time": _upstream_time(buckets, durations, window.count),
     }
+
+
+def _count_equal(column: pa.ChunkedArray, value: str) -> int:
+    """How many of ``column``'s values are ``value``."""
+    return int(pc.sum(pc.cast(pc.fill_null(pc.equal(column, value), False), pa.int64())).as_py() or 0)
 
 
 def _keys(column: pa.ChunkedArray) -> pa.ChunkedArray:
