@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.dashboard.conftest import sign_in_with_password
+from tests.dashboard.first_screen import assert_in_first_screen, assert_nothing_runs_off_the_width, at_the_top
 from tests.support.browser import PHONE, Screenshots
 from tests.support.edgeplane import EdgeplaneProcess
 
@@ -77,6 +78,9 @@ def test_add_a_job_with_a_two_level_filter_built_row_by_row(
     step = editor.get_by_role("heading", name="Step 1 of 3: Dataset")
     step.wait_for()
     assert step.evaluate("heading => heading === document.activeElement")
+    # The flow stands in place of the list: its step and its Next in the first screen, the list hidden.
+    assert_in_first_screen(page, editor.get_by_role("button", name="Next"), "the flow's Next")
+    assert page.get_by_text("No Logpush jobs in localhost yet.").is_hidden()
     editor.get_by_label("Dataset", exact=True).select_option("http_requests")
     screenshots(page, "logs-logpush-add-dataset", phone=False)
     editor.get_by_role("button", name="Next").click()
@@ -116,7 +120,7 @@ def test_add_a_job_with_a_two_level_filter_built_row_by_row(
     assert "5 of 30 operators" in limits  # three conditions and two groups
     screenshots(page, "logs-logpush-add-filter")
     page.set_viewport_size(PHONE)
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # nothing runs off a phone
+    assert_nothing_runs_off_the_width(page)
     page.set_viewport_size({"width": 1280, "height": 800})
     editor.get_by_role("button", name="Next").click()
 
@@ -149,7 +153,15 @@ def test_add_a_job_with_a_two_level_filter_built_row_by_row(
     assert job["output_options"]["field_names"] == ["ClientRequestHost", "EdgeResponseStatus", "RayID"]
     row = page.locator(f'tr[data-job="{job["id"]}"]')
     assert "Enabled" in row.inner_text()
-    screenshots(page, "logs-logpush")
+    assert editor.count() == 0
+    assert page.get_by_role("button", name="Add Logpush job").evaluate("button => button === document.activeElement")
+    assert_in_first_screen(page, row, "the job's row")
+    at_the_top(page)
+    screenshots(page, "logs-logpush", full_page=False)
+    page.set_viewport_size(PHONE)
+    assert_nothing_runs_off_the_width(page)
+    assert_in_first_screen(page, row.locator("th"), "the job at phone width")
+    page.set_viewport_size({"width": 1280, "height": 800})
 
     # Editing reuses the flow; the filter JSON edited as text updates the builder, and is saved as written.
     row.get_by_role("button", name=f"Edit edge-errors (job {job['id']})").click()
@@ -248,6 +260,7 @@ def test_enable_disable_and_delete_a_job(
     dialog = page.get_by_role("dialog", name=f"Delete {label}?")
     dialog.wait_for()
     assert dialog.get_by_role("button", name="Cancel").evaluate("button => button === document.activeElement")
+    at_the_top(page)
     screenshots(page, "logs-logpush-delete", phone=False, full_page=False)
     dialog.get_by_role("button", name="Delete").click()
     row.wait_for(state="detached")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.dashboard.conftest import sign_in_with_password
+from tests.dashboard.first_screen import assert_in_first_screen, assert_nothing_runs_off_the_width, at_the_top
 from tests.support.browser import PHONE, Screenshots
 from tests.support.edgeplane import EdgeplaneProcess
 
@@ -30,6 +31,17 @@ def open_waf(page: Any, service: EdgeplaneProcess, zone_name: str | None = None)
         page.get_by_role("heading", name="Web3 gateways", level=1).wait_for()
     page.get_by_role("navigation", name="Main").get_by_role("link", name="WAF", exact=True).click()
     page.get_by_role("heading", name="WAF", level=1).wait_for()
+
+
+def open_migration(page: Any) -> Any:
+    """The migration panel of the Managed rules tab, unfolded (it opens folded to its state, under way or not)."""
+    migration = page.locator("section.migration")
+    migration.get_by_role("heading", name="Update to the new WAF managed rules").wait_for()
+    show = migration.get_by_role("button", name="Show the update")
+    assert show.get_attribute("aria-expanded") == "false"
+    show.click()
+    assert migration.get_by_role("button", name="Hide the update").get_attribute("aria-expanded") == "true"
+    return migration
 
 
 def new_zone(service: EdgeplaneProcess, name: str, plan: str) -> str:
@@ -56,8 +68,18 @@ def test_deploy_the_owasp_core_ruleset_at_a_paranoia_level(
     assert page.get_by_role("tab", name="Managed rules").get_attribute("aria-selected") == "true"
     managed = page.locator('[data-ruleset="efb7b8c949ac4650a09736fc376e9aee"]')
     assert "Deployed, enabled" in managed.inner_text()  # the default deployment, as the API answers it
+    # First the rulesets, side by side: each card whole in the first screen, the migration folded above them.
+    owasp = page.locator(f'[data-ruleset="{OWASP}"]')
+    first, second = (assert_in_first_screen(page, card, "a ruleset's card") for card in (managed, owasp))
+    assert first["y"] == second["y"]
     page.get_by_role("button", name="Deploy Cloudflare OWASP Core Ruleset").click()
     editor = page.get_by_role("form", name="Deploy Cloudflare OWASP Core Ruleset")
+    # The form opens in place of the cards (and of the migration), its heading focused in the first screen.
+    assert editor.get_by_role("heading", name="Deploy Cloudflare OWASP Core Ruleset").evaluate(
+        "heading => heading === document.activeElement"
+    )
+    assert_in_first_screen(page, editor.locator("h2"), "the form's heading")
+    assert managed.is_hidden()
     editor.get_by_label("Paranoia level").select_option("2")
     editor.get_by_label("Sensitivity").select_option("25")
     editor.get_by_label("Score action").select_option("log")
@@ -83,13 +105,18 @@ def test_deploy_the_owasp_core_ruleset_at_a_paranoia_level(
     ]
     assert {"id": SCORE_RULE, "score_threshold": 25, "action": "log"} in overrides["rules"]
     assert {"id": rule_id, "action": "block"} in overrides["rules"]
-    owasp = page.locator(f'[data-ruleset="{OWASP}"]')
     summary = owasp.inner_text()  # what the deployment is, read back from the API
     for shown in ("Deployed, enabled", "PL2", "Score threshold\n25", "attack-protocol: disabled"):
         assert shown in summary
-    screenshots(page, "security-waf-managed")
+    assert owasp.get_by_role("heading", name="Cloudflare OWASP Core Ruleset").evaluate(
+        "heading => heading === document.activeElement"
+    )
+    at_the_top(page)
+    screenshots(page, "security-waf-managed", full_page=False)
+    configure = owasp.get_by_role("button", name="Configure Cloudflare OWASP Core Ruleset")
+    assert_in_first_screen(page, configure, "Configure")
     page.set_viewport_size(PHONE)
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert_nothing_runs_off_the_width(page)
     page.set_viewport_size({"width": 1280, "height": 800})
 
     owasp.get_by_role("button", name="Configure Cloudflare OWASP Core Ruleset").click()
@@ -124,6 +151,9 @@ def test_an_enterprise_zone_migrates_through_the_managed_rules_tab(
     open_waf(page, service, "migrate-enterprise.localhost")
     migration = page.locator("section.migration")
     migration.get_by_role("heading", name="Update to the new WAF managed rules").wait_for()
+    assert "Phase 2" not in migration.inner_text()  # folded: the state only, the rulesets below it in view
+    assert_in_first_screen(page, page.locator('[data-ruleset="efb7b8c949ac4650a09736fc376e9aee"] h2'), "a ruleset")
+    migration = open_migration(page)
     text = migration.inner_text()
     assert "Migration state\nstart" in text
     assert "Previous version\nenabled" in text
@@ -180,7 +210,7 @@ def test_a_pro_zone_migrates_in_one_step(page: Any, service: EdgeplaneProcess) -
     editor.get_by_role("button", name="Deploy", exact=True).click()
     assert "(code 10226)" in editor.get_by_role("alert").inner_text()
     editor.get_by_role("button", name="Cancel").click()
-    migration = page.locator("section.migration")
+    migration = open_migration(page)
     migration.get_by_role("button", name="Review configuration").click()
     migration.get_by_role("heading", name="Review configuration").wait_for()
     assert "turns the previous version off" in migration.inner_text()  # no validation mode below Enterprise
@@ -200,8 +230,7 @@ def test_a_zone_with_uri_overrides_gets_the_apis_reason(
     zone_id = new_zone(service, "migrate-overrides.localhost", "pro")
     service.v4("POST", f"/zones/{zone_id}/firewall/waf/overrides", json={"urls": ["migrate-overrides.localhost/api/*"]})
     open_waf(page, service, "migrate-overrides.localhost")
-    migration = page.locator("section.migration")
-    migration.get_by_role("heading", name="Update to the new WAF managed rules").wait_for()
+    migration = open_migration(page)
     assert "Phase 2: not eligible. The API says: the zone has URI-based WAF overrides" in migration.inner_text()
     assert "(code 10221)" in migration.inner_text()
     assert migration.get_by_role("button", name="Review configuration").is_disabled()
@@ -218,8 +247,7 @@ def test_a_zone_with_too_many_bypassing_firewall_rules_gets_the_migration_error(
     ]
     service.v4("POST", f"/zones/{zone_id}/firewall/rules", json=bypasses)
     open_waf(page, service, "migrate-firewall.localhost")
-    migration = page.locator("section.migration")
-    migration.get_by_role("heading", name="Update to the new WAF managed rules").wait_for()
+    migration = open_migration(page)
     text = migration.inner_text()
     assert "Phase 2: this zone is eligible for the update." in text  # the check says yes; the configuration cannot
     assert "The configuration cannot be migrated: migration error:" in text
@@ -245,6 +273,8 @@ def test_custom_rules_added_edited_deleted_and_a_bad_expression_refused(
     assert custom_tab.evaluate("tab => tab === document.activeElement")
     page.get_by_role("button", name="Add custom rule").click()
     editor = page.get_by_role("form", name="Add custom rule")
+    assert_in_first_screen(page, editor.get_by_role("button", name="Save"), "the form's Save")
+    assert page.get_by_role("button", name="Add custom rule").is_hidden()  # the form is in place of the list
     editor.get_by_label("Rule name (description)").fill("admin paths")
     editor.get_by_label("Expression").fill('http.request.uri.path contains "/admin" and')
     editor.get_by_role("button", name="Save").click()
@@ -274,7 +304,13 @@ def test_custom_rules_added_edited_deleted_and_a_bad_expression_refused(
     page.get_by_role("status").filter(has_text="Saved").wait_for()
     page.locator("table.custom-rules").get_by_text("block", exact=True).wait_for()
     assert service.v4("GET", CUSTOM_PHASE)["rules"][0]["action"] == "block"
-    screenshots(page, "security-waf-custom")
+    assert page.get_by_role("button", name="Add custom rule").evaluate("button => button === document.activeElement")
+    assert_in_first_screen(page, page.locator("table.custom-rules tbody tr").first, "the first custom rule")
+    at_the_top(page)
+    screenshots(page, "security-waf-custom", full_page=False)
+    page.set_viewport_size(PHONE)
+    assert_nothing_runs_off_the_width(page)
+    page.set_viewport_size({"width": 1280, "height": 800})
 
     page.get_by_role("button", name="Delete rule “admin paths”").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete").click()

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.dashboard.conftest import sign_in_with_password
+from tests.dashboard.first_screen import assert_in_first_screen, assert_nothing_runs_off_the_width, at_the_top
 from tests.support.browser import DESKTOP, PHONE, Screenshots
 from tests.support.edgeplane import EdgeplaneProcess
 
@@ -18,22 +19,41 @@ def hostnames(service: EdgeplaneProcess) -> dict[str, dict[str, Any]]:
     return {item["name"]: item for item in service.v4("GET", "/zones/{zone}/web3/hostnames")}
 
 
+def open_create_form(page: Any) -> Any:
+    page.get_by_role("button", name="Add a hostname").click()
+    create = page.get_by_role("form", name="Add a hostname")
+    assert create.get_by_label("Hostname", exact=True).evaluate("input => input === document.activeElement")
+    return create
+
+
 def test_create_edit_and_delete_a_hostname(page: Any, service: EdgeplaneProcess, screenshots: Screenshots) -> None:
     sign_in_with_password(page, service)
     assert page.get_by_role("combobox", name="Zone").input_value() == service.credentials["zone_id"]
     page.get_by_role("row", name="localhost").first.wait_for()
-    screenshots(page, "web3-gateways")
+    # First the hostnames: the table's rows and the button that adds one, in the first screen.
+    table = page.get_by_role("table", name="Web3 hostnames of localhost")
+    for row in table.locator("tbody tr").all():
+        assert_in_first_screen(page, row, "a hostname's row")
+    assert_in_first_screen(page, page.get_by_role("button", name="Add a hostname"), "Add a hostname")
+    at_the_top(page)
+    screenshots(page, "web3-gateways", full_page=False)
     page.set_viewport_size(PHONE)
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # nothing runs off a phone
+    assert_nothing_runs_off_the_width(page)
+    assert_in_first_screen(page, table.locator("tbody tr").first.locator("th"), "the first hostname at phone width")
     page.set_viewport_size(DESKTOP)
 
-    create = page.get_by_role("form", name="Add a hostname")
+    create = open_create_form(page)
+    assert table.is_hidden()  # the form stands in place of the list
+    assert_in_first_screen(page, create.get_by_role("button", name="Create hostname"), "the form's button")
     create.get_by_label("Hostname", exact=True).fill("rpc.localhost")
     create.get_by_label("Target", exact=True).select_option("ethereum")
     create.get_by_label("Description", exact=True).fill("the team's node")
     create.get_by_role("button", name="Create hostname").click()
     row = page.locator('tr[data-hostname="rpc.localhost"]')
     row.wait_for()
+    assert create.count() == 0
+    assert page.get_by_role("button", name="Add a hostname").evaluate("button => button === document.activeElement")
+    page.get_by_role("status").filter(has_text="Created rpc.localhost").wait_for()
     created = hostnames(service)["rpc.localhost"]
     assert created["target"] == "ethereum"
     assert created["description"] == "the team's node"
@@ -43,11 +63,17 @@ def test_create_edit_and_delete_a_hostname(page: Any, service: EdgeplaneProcess,
     row.get_by_role("button", name="Edit rpc.localhost").click()
     edit = page.get_by_role("form", name="Edit rpc.localhost")
     assert edit.get_by_label("Description", exact=True).evaluate("input => input === document.activeElement")
+    assert_in_first_screen(page, edit.get_by_role("button", name="Save"), "the edit form's Save")
+    edit.get_by_role("button", name="Cancel").click()  # back to the list, the focus where the edit started
+    edit_button = row.get_by_role("button", name="Edit rpc.localhost")
+    assert edit_button.evaluate("button => button === document.activeElement")
+    edit_button.click()
     edit.get_by_label("Description", exact=True).fill("the team's archive node")
     edit.get_by_label("DNSLink", exact=True).fill("/ipns/example.com")
     screenshots(page, "web3-gateways-edit", phone=False)
     edit.get_by_role("button", name="Save").click()
     page.get_by_role("status").filter(has_text="Saved rpc.localhost").wait_for()
+    assert row.get_by_role("button", name="Edit rpc.localhost").evaluate("button => button === document.activeElement")
     edited = hostnames(service)["rpc.localhost"]
     assert edited["description"] == "the team's archive node"
     assert edited["dnslink"] == "/ipns/example.com"
@@ -56,6 +82,7 @@ def test_create_edit_and_delete_a_hostname(page: Any, service: EdgeplaneProcess,
     row.get_by_role("button", name="Delete rpc.localhost").click()
     dialog = page.get_by_role("dialog", name="Delete rpc.localhost?")
     dialog.wait_for()
+    at_the_top(page)
     screenshots(page, "web3-gateways-delete", phone=False, full_page=False)  # the dialog over the window
     dialog.get_by_role("button", name="Delete").click()
     row.wait_for(state="detached")
@@ -64,7 +91,7 @@ def test_create_edit_and_delete_a_hostname(page: Any, service: EdgeplaneProcess,
 
 def test_the_apis_refusal_is_shown_inline(page: Any, service: EdgeplaneProcess, screenshots: Screenshots) -> None:
     sign_in_with_password(page, service)
-    create = page.get_by_role("form", name="Add a hostname")
+    create = open_create_form(page)
     create.get_by_label("Hostname", exact=True).fill("rpc.example.com")
     create.get_by_role("button", name="Create hostname").click()
     alert = create.get_by_role("alert")
@@ -127,7 +154,7 @@ def test_a_read_only_token_sees_the_hostnames_and_the_apis_refusal(page: Any, se
         page.get_by_label("API token", exact=True).fill(token["value"])
         page.get_by_role("button", name="Sign in with token").click()
         page.locator('tr[data-hostname="localhost"]').wait_for()
-        create = page.get_by_role("form", name="Add a hostname")
+        create = open_create_form(page)
         create.get_by_label("Hostname", exact=True).fill("ro.localhost")
         create.get_by_role("button", name="Create hostname").click()
         alert = create.get_by_role("alert")

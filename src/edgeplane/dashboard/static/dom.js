@@ -103,3 +103,29 @@ export function confirmDeletion(container, { name, consequence, remove, done }) 
   container.append(dialog);
   dialog.showModal();
 }
+
+/** A page's or a tab's head, on as few lines as the width allows: `title` (an h1, or null in a tab) over its
+ * `description` on the left, the page's tools (the time range, "Add ...") on the right, wrapping under them on a
+ * narrow screen. The tools are `.tools`, for a page that hides them while a form is open. */
+export function pageHead(title, description, ...tools) {
+  const toolbar = h("div", { className: "page-tools" }, tools);
+  const head = h(
+    "div",
+    { className: "page-head" },
+    h("div", { className: "page-title" }, title, description ? h("p", { className: "hint page-description" }, description) : null),
+    toolbar,
+  );
+  head.tools = toolbar;
+  return head;
+}
+
+/** A filter applied, as a chip: its text (cut with an ellipsis when long; the whole text stays its name) and a
+ * button "×" named "Remove the filter <text>" that calls `onremove()`. */
+export function chip(text, onremove) {
+  return h(
+    "span",
+    { className: "chip" },
+    h("span", { className: "chip-text", title: text }, text),
+    h("button", { type: "button", "aria-label": `Remove the filter ${text}`, onclick: onremove }, "×"),
+  );
+}

@@ -18,12 +18,12 @@ export function rangeQuery(id) {
   return `since=${encodeURIComponent(text(since))}&until=${encodeURIComponent(text(until))}`;
 }
 
-/** A labelled select of the ranges; calls `onchange(id)` when another is chosen. */
+/** A labelled select of the ranges, its label beside it; calls `onchange(id)` when another is chosen. */
 export function rangePicker(chosen, onchange) {
   const select = h(
     "select",
     { id: "time-range", onchange: () => onchange(select.value) },
     RANGES.map((range) => h("option", { value: range.id, selected: range.id === chosen }, range.label)),
   );
-  return h("div", { className: "field range-picker" }, h("label", { for: "time-range" }, "Time range"), select);
+  return h("div", { className: "field inline range-picker" }, h("label", { for: "time-range" }, "Time range"), select);
 }

@@ -1,7 +1,9 @@
 // Logs → Logpush: the zone's jobs (GET /zones/{zone}/logpush/jobs) with their state, enable/disable and delete, and
-// the "Add Logpush job" flow (logpush_job_editor.js) that also edits a job. The API's errors are shown inline.
+// the "Add Logpush job" flow (logpush_job_editor.js) that also edits a job, opened in place of the list. The API's
+// errors are shown inline.
 import { request, v4 } from "../api.js";
-import { h, confirmDeletion, errorBox } from "../dom.js";
+import { h, confirmDeletion, errorBox, pageHead } from "../dom.js";
+import { formPlace } from "../in_place_form.js";
 import { jobEditor } from "../logpush_job_editor.js";
 
 let language = null;
@@ -36,9 +38,14 @@ export async function logpushPage(context) {
   const path = `/zones/${zone.id}/logpush/jobs`;
   const listErrors = h("div", { className: "errors" });
   const tableHolder = h("div", { className: "table-holder" });
-  const editorHolder = h("div", {});
   const status = h("p", { className: "status", role: "status" });
   const addButton = h("button", { type: "button", className: "primary", onclick: () => openEditor(null) }, "Add Logpush job");
+  const head = pageHead(
+    h("h1", { tabindex: "-1" }, "Logpush"),
+    `Jobs that push the logs of ${zone.name} to a destination, filtered or whole.`,
+    addButton,
+  );
+  const place = formPlace(head.tools, listErrors, tableHolder);
 
   async function reload() {
     listErrors.replaceChildren();
@@ -117,23 +124,18 @@ export async function logpushPage(context) {
         job,
         language: await filterLanguage(),
         onSaved: async (saved) => {
-          editorHolder.replaceChildren();
-          addButton.hidden = false;
-          status.textContent = `Saved ${jobLabel(saved)}`;
+          place.close();
           await reload();
-        },
-        onCancel: () => {
-          editorHolder.replaceChildren();
-          addButton.hidden = false;
           addButton.focus();
+          status.textContent = `Saved ${jobLabel(saved)}`; // once the list shows it
         },
+        onCancel: () => place.close(),
       });
     } catch (error) {
       listErrors.replaceChildren(errorBox(error));
       return;
     }
-    addButton.hidden = true;
-    editorHolder.replaceChildren(editor.element);
+    place.open(editor.element);
     await editor.start();
   }
 
@@ -150,15 +152,7 @@ export async function logpushPage(context) {
     });
   }
 
-  section.append(
-    h("h1", { tabindex: "-1" }, "Logpush"),
-    h("p", {}, `Jobs that push the logs of ${zone.name} to a destination, filtered or whole.`),
-    status,
-    addButton,
-    editorHolder,
-    listErrors,
-    tableHolder,
-  );
+  section.append(head, status, place.element, listErrors, tableHolder);
   await reload();
   return section;
 }

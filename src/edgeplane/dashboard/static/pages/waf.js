@@ -1,6 +1,7 @@
 // Security → WAF: the zone's managed rules (with the migration from the previous WAF while the zone has not finished
-// it) and its custom rules, as two tabs of one page. Each tab is its own module; this one only switches between them.
-import { h, errorBox } from "../dom.js";
+// it) and its custom rules, as tabs of one page. Each tab is its own module, a function of the context to its panel's
+// content; this one only switches between them (a new tab is one more entry of TABS).
+import { h, errorBox, pageHead } from "../dom.js";
 import { customRulesTab } from "./waf_custom.js";
 import { managedRulesTab } from "./waf_managed.js";
 
@@ -59,8 +60,7 @@ export async function wafPage(context) {
   }
 
   section.append(
-    heading,
-    h("p", {}, `The web application firewall of ${zone.name}: managed rulesets and your own rules, through the Rulesets API.`),
+    pageHead(heading, `The web application firewall of ${zone.name}: managed rulesets and your own rules, through the Rulesets API.`),
     h("div", { role: "tablist", "aria-label": "WAF", className: "tabs" }, tabButtons),
     panel,
   );

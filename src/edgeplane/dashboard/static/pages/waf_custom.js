@@ -1,8 +1,10 @@
-// Security → WAF → Custom rules: the rules of the zone's http_request_firewall_custom entrypoint; list, add, edit,
-// delete. The expression is checked by the API only: its refusal (code 20002, with the position) is shown under the
-// expression field.
+// Security → WAF → Custom rules: the rules of the zone's http_request_firewall_custom entrypoint; list, add, edit
+// (the form in place of the list), delete (asked first, in a dialog). The expression is checked by the API only: its
+// refusal (code 20002, with the position) is shown under the expression field. The pattern of a WAF tab: a head with
+// what the tab holds and its "Add" button, the status of the last change, the list, the form in its place.
 import { v4 } from "../api.js";
-import { h, confirmDeletion, errorBox, field } from "../dom.js";
+import { h, confirmDeletion, errorBox, field, pageHead } from "../dom.js";
+import { formPlace } from "../in_place_form.js";
 import { CUSTOM_PHASE, readEntrypoint, selectField, textareaField, writeEntrypoint } from "./waf_entrypoint.js";
 
 const ACTIONS = [
@@ -30,8 +32,13 @@ export async function customRulesTab(context) {
   const status = h("p", { className: "status", role: "status" });
   const errors = h("div", { className: "errors" });
   const listHolder = h("div", {});
-  const editorHolder = h("div", {});
   const addButton = h("button", { type: "button", className: "primary", onclick: () => openEditor(null) }, "Add custom rule");
+  const head = pageHead(
+    null,
+    "Your own rules, run before the managed rules: each matches requests with an expression and acts on them.",
+    addButton,
+  );
+  const place = formPlace(head.tools, errors, listHolder);
   let entrypoint = null;
 
   async function reload() {
@@ -91,10 +98,6 @@ export async function customRulesTab(context) {
     expression.textarea.setAttribute("aria-describedby", `${expression.textarea.getAttribute("aria-describedby")} expression-error`);
     const action = selectField({ label: "Action", name: "action", options: ACTIONS, value: rule ? rule.action : "block" });
     const enabled = h("input", { type: "checkbox", id: "custom-enabled", name: "enabled", checked: rule ? rule.enabled !== false : true });
-    const close = () => {
-      editorHolder.replaceChildren();
-      addButton.hidden = false;
-    };
 
     function showRefusal(error) {
       const items = error && error.errors ? error.errors : [];
@@ -137,10 +140,10 @@ export async function customRulesTab(context) {
             showRefusal(error);
             return;
           }
-          close();
-          status.textContent = `Saved ${ruleLabel(body)}`;
+          place.close();
           await reload();
           addButton.focus();
+          status.textContent = `Saved ${ruleLabel(body)}`; // once the list shows it
         },
       },
       h("h2", { id: "custom-editor-heading", tabindex: "-1" }, rule ? `Edit ${ruleLabel(rule)}` : "Add custom rule"),
@@ -153,11 +156,10 @@ export async function customRulesTab(context) {
         "div",
         { className: "buttons" },
         h("button", { type: "submit", className: "primary" }, "Save"),
-        h("button", { type: "button", onclick: () => { close(); addButton.focus(); } }, "Cancel"),
+        h("button", { type: "button", onclick: () => place.close() }, "Cancel"),
       ),
     );
-    addButton.hidden = true;
-    editorHolder.replaceChildren(form);
+    place.open(form);
     form.querySelector("h2").focus();
   }
 
@@ -174,14 +176,7 @@ export async function customRulesTab(context) {
     });
   }
 
-  root.append(
-    h("p", {}, "Your own rules, run before the managed rules: each matches requests with an expression and acts on them."),
-    status,
-    addButton,
-    editorHolder,
-    errors,
-    listHolder,
-  );
+  root.append(head, status, place.element, errors, listHolder);
   await reload();
   return root;
 }

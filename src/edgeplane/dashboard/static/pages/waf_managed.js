@@ -1,8 +1,10 @@
 // Security → WAF → Managed rules: which managed rulesets the zone's http_request_firewall_managed entrypoint executes
-// and how (deploy, configure, undeploy), read back from the API after every write; above it, while the zone has not
-// finished it, the migration from the previous WAF (waf_migration.js).
+// and how (deploy, configure, undeploy), one card per ruleset side by side, read back from the API after every write;
+// the deploy/configure form opens in place of the cards. Above them, while the zone has not finished it, the
+// migration from the previous WAF (waf_migration.js), folded to its state unless it is under way.
 import { v4 } from "../api.js";
 import { h, errorBox } from "../dom.js";
+import { formPlace } from "../in_place_form.js";
 import { MANAGED_PHASE, apiAnswer, readEntrypoint, writableRule, writeEntrypoint } from "./waf_entrypoint.js";
 import { managedRulesetEditor, describeOverrides } from "./waf_managed_editor.js";
 import { migrationPanel } from "./waf_migration.js";
@@ -26,7 +28,7 @@ export async function managedRulesTab(context) {
   const errors = h("div", { className: "errors" });
   const migrationHolder = h("div", {});
   const deployments = h("div", { className: "deployments" });
-  const editorHolder = h("div", {});
+  const place = formPlace(migrationHolder, deployments);
   const rulesets = await managedRulesets(zone);
   let entrypoint = null;
 
@@ -148,7 +150,7 @@ export async function managedRulesTab(context) {
     if (others.length === 0) return h("div", {});
     return h(
       "section",
-      { className: "card" },
+      { className: "card other-rules-card" },
       h("h2", {}, "Other rules of the managed phase"),
       h(
         "ul",
@@ -181,22 +183,17 @@ export async function managedRulesTab(context) {
         if (index === null) rules.push(rule);
         else rules[index] = rule;
         await save(rules, `${index === null ? "Deployed" : "Saved"} ${ruleset.name}`);
-        editorHolder.replaceChildren();
-        deployments.hidden = false;
+        place.close();
         const heading = document.getElementById(`ruleset-${ruleset.id}`);
         if (heading) heading.focus();
       },
-      onCancel: () => {
-        editorHolder.replaceChildren();
-        deployments.hidden = false;
-      },
+      onCancel: () => place.close(),
     });
-    deployments.hidden = true;
-    editorHolder.replaceChildren(editor);
+    place.open(editor);
     editor.querySelector("h2").focus();
   }
 
-  root.append(migrationHolder, status, errors, editorHolder, deployments);
+  root.append(status, errors, migrationHolder, place.element, deployments);
   await migrationPanel(context, migrationHolder, reload);
   await reload();
   return root;

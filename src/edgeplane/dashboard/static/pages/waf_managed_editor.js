@@ -335,6 +335,6 @@ function owaspFieldset(settings) {
     paranoia,
     sensitivity,
     scoreAction,
-    element: h("fieldset", {}, h("legend", {}, "OWASP anomaly scoring"), paranoia, sensitivity, scoreAction),
+    element: h("fieldset", { className: "side-by-side" }, h("legend", {}, "OWASP anomaly scoring"), paranoia, sensitivity, scoreAction),
   };
 }

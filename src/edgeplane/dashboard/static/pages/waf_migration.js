@@ -1,7 +1,10 @@
 // The migration of seed 002, on the Managed rules tab of a zone still on the previous WAF: its state and eligibility
 // as the API reports them, then Review configuration → Deploy (Enterprise: validation mode, both versions running;
 // other plans: the migration finishes), then, in validation mode, Ready to update → Turn off previous version.
-// Each step is one call of the migration API; nothing is decided here that the API does not say.
+// Each step is one call of the migration API; nothing is decided here that the API does not say. The panel shows its
+// state on one line and folds the rest (the eligibility, the step, the previous WAF) behind "Show the update", open
+// by itself while the migration is under way (validation mode) or once a step was taken, so that the managed
+// rulesets below it stay within the first screen.
 import { ApiFailure, v4 } from "../api.js";
 import { h, errorBox } from "../dom.js";
 import { MANAGED_PHASE, apiAnswer, readEntrypoint, writableRule, writeEntrypoint } from "./waf_entrypoint.js";
@@ -33,6 +36,7 @@ export async function migrationPanel(context, holder, onChanged) {
   const base = `/zones/${zone.id}/waf_migration`;
   const enterprise = zone.plan && zone.plan.legacy_id === "enterprise";
   const status = h("p", { className: "status", role: "status" });
+  let expanded = null; // whether the update's details are shown (null: as the state has it)
 
   holder.refresh = async () => {
     try {
@@ -61,32 +65,54 @@ export async function migrationPanel(context, holder, onChanged) {
       answerOrRefusal(`${base}/config`),
     ]);
     const eligible = phaseTwo.compatible && !configTwo.refusal;
-    const section = h(
-      "section",
-      { className: "card migration", "aria-labelledby": "migration-heading" },
-      h("h2", { id: "migration-heading", tabindex: "-1" }, "Update to the new WAF managed rules"),
-      h("p", {}, `${zone.name} still has the previous version of the managed rules. The update is irreversible: afterwards the previous version's API stops working and the Rulesets API configures the managed rules.`),
-      status,
-      stateList(state),
-      eligibility(phaseTwo, phaseOne, configTwo, configOne),
-    );
+    if (expanded === null) expanded = state.migration_state === "validation";
     const step = h("div", { className: "migration-step" });
-    section.append(step);
+    const details = h(
+      "div",
+      { id: "migration-details", hidden: !expanded },
+      h("p", {}, `${zone.name} still has the previous version of the managed rules. The update is irreversible: afterwards the previous version's API stops working and the Rulesets API configures the managed rules.`),
+      eligibility(phaseTwo, phaseOne, configTwo, configOne),
+      step,
+      previousWafBrowser(zone),
+    );
+    const toggle = h(
+      "button",
+      {
+        type: "button",
+        "aria-expanded": String(expanded),
+        "aria-controls": "migration-details",
+        onclick: () => {
+          expanded = !expanded;
+          details.hidden = !expanded;
+          toggle.setAttribute("aria-expanded", String(expanded));
+          toggle.textContent = expanded ? "Hide the update" : "Show the update";
+        },
+      },
+      expanded ? "Hide the update" : "Show the update",
+    );
     if (state.migration_state === "validation") validationStep(step);
     else startStep(step, eligible);
-    section.append(previousWafBrowser(zone));
-    return section;
+    return h(
+      "section",
+      { className: "card migration", "aria-labelledby": "migration-heading" },
+      h("div", { className: "migration-head" }, h("h2", { id: "migration-heading", tabindex: "-1" }, "Update to the new WAF managed rules"), toggle),
+      stateList(state, [["Update", eligible ? "eligible" : "not eligible"]]),
+      status,
+      details,
+    );
   }
 
-  function stateList(state) {
+  /** The migration's state as a row of terms, each over its value (`more`: [term, value] pairs after them). */
+  function stateList(state, more = []) {
     const rows = [
       ["Migration state", state.migration_state],
       ["Previous version", state.old_waf_status],
       ["New version", state.new_waf_status],
       ["Plan", zone.plan ? zone.plan.name : "unknown"],
+      ...more,
     ];
     if (state.created) rows.push(["Changed", `${state.created} (through ${state.source})`]);
-    return h("dl", { className: "migration-state" }, rows.flatMap(([term, detail]) => [h("dt", {}, term), h("dd", {}, detail)]));
+    return h("dl", { className: "migration-state" }, rows.map(([term, detail]) => h("div", {}, h("dt", {}, term), h("dd", {}, detail))));
   }
 
   function eligibility(phaseTwo, phaseOne, configTwo, configOne) {
@@ -112,6 +138,7 @@ export async function migrationPanel(context, holder, onChanged) {
         onclick: async () => {
           errors.replaceChildren();
           try {
+            expanded = true; // a step taken: its outcome stays in view
             const configuration = await v4("GET", `${base}/config?phase_two=1`);
             step.replaceChildren(reviewStep(configuration));
             step.querySelector("h3").focus();

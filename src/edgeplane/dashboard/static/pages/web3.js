@@ -1,7 +1,9 @@
 // Web3 gateways: the zone's hostnames (GET/POST /zones/{zone}/web3/hostnames, PATCH/DELETE .../{id}), each with the
-// endpoint URL a client sends JSON-RPC to. What a hostname may be is the API's to say: its errors are shown inline.
+// endpoint URL a client sends JSON-RPC to; adding and editing open a form in place of the list. What a hostname may
+// be is the API's to say: its errors are shown inline.
 import { v4, v4All } from "../api.js";
-import { h, confirmDeletion, errorBox, field, markInvalid } from "../dom.js";
+import { h, confirmDeletion, errorBox, field, markInvalid, pageHead } from "../dom.js";
+import { formPlace } from "../in_place_form.js";
 
 const TARGETS = ["ethereum", "ipfs", "ipfs_universal_path"];
 
@@ -25,8 +27,12 @@ export async function web3Page(context) {
 
   const listErrors = h("div", { className: "errors" });
   const tableHolder = h("div", { className: "table-holder" });
-  const editHolder = h("div", {});
   const status = h("p", { className: "status", role: "status" });
+  const head = pageHead(
+    h("h1", { tabindex: "-1" }, "Web3 gateways"),
+    `Hostnames of ${zone.name} that serve the Ethereum gateway. Send JSON-RPC to an endpoint URL.`,
+  );
+  const place = formPlace(head.tools, listErrors, tableHolder);
 
   async function reload() {
     listErrors.replaceChildren();
@@ -133,9 +139,10 @@ export async function web3Page(context) {
               description: description.input.value,
               dnslink: dnslink.input.value,
             });
-            editHolder.replaceChildren();
-            status.textContent = `Saved ${hostname.name}`;
+            place.close();
             await reload();
+            focusRow(hostname.name);
+            status.textContent = `Saved ${hostname.name}`; // once the list shows it
           } catch (error) {
             errors.replaceChildren(errorBox(error));
             markInvalid(event.target, error);
@@ -150,11 +157,16 @@ export async function web3Page(context) {
         "div",
         { className: "buttons" },
         h("button", { type: "submit", className: "primary" }, "Save"),
-        h("button", { type: "button", onclick: () => editHolder.replaceChildren() }, "Cancel"),
+        h("button", { type: "button", onclick: () => place.close() }, "Cancel"),
       ),
     );
-    editHolder.replaceChildren(form);
+    place.open(form);
     description.input.focus();
+  }
+
+  function focusRow(name) {
+    const row = [...tableHolder.querySelectorAll("tr[data-hostname]")].find((item) => item.dataset.hostname === name);
+    if (row) row.querySelector(".actions button").focus(); // its Edit button: where the edit started
   }
 
   function confirmDelete(hostname) {
@@ -169,47 +181,56 @@ export async function web3Page(context) {
     });
   }
 
-  const createErrors = h("div", { className: "errors" });
-  const name = field({
-    label: "Hostname",
-    name: "name",
-    required: true,
-    autocomplete: "off",
-    hint: `${zone.name} or a subdomain of it`,
-  });
-  const target = h("select", { id: "create-target", name: "target" }, TARGETS.map((t) => h("option", { value: t }, t)));
-  const description = field({ label: "Description", name: "description", autocomplete: "off" });
-  const createForm = h(
-    "form",
-    {
-      className: "card",
-      "aria-labelledby": "create-heading",
-      onsubmit: async (event) => {
-        event.preventDefault();
-        createErrors.replaceChildren();
-        try {
-          const created = await v4("POST", path, {
-            name: name.input.value,
-            target: target.value,
-            description: description.input.value,
-          });
-          event.target.reset();
-          markInvalid(event.target, null);
-          status.textContent = `Created ${created.name}`;
-          await reload();
-        } catch (error) {
-          createErrors.replaceChildren(errorBox(error));
-          markInvalid(event.target, error);
-        }
+  function showCreate() {
+    status.textContent = "";
+    const createErrors = h("div", { className: "errors" });
+    const name = field({
+      label: "Hostname",
+      name: "name",
+      required: true,
+      autocomplete: "off",
+      hint: `${zone.name} or a subdomain of it`,
+    });
+    const target = h("select", { id: "create-target", name: "target" }, TARGETS.map((t) => h("option", { value: t }, t)));
+    const description = field({ label: "Description", name: "description", autocomplete: "off" });
+    const createForm = h(
+      "form",
+      {
+        className: "card",
+        "aria-labelledby": "create-heading",
+        onsubmit: async (event) => {
+          event.preventDefault();
+          createErrors.replaceChildren();
+          try {
+            const created = await v4("POST", path, {
+              name: name.input.value,
+              target: target.value,
+              description: description.input.value,
+            });
+            place.close();
+            await reload();
+            status.textContent = `Created ${created.name}`; // once the list shows it
+          } catch (error) {
+            createErrors.replaceChildren(errorBox(error));
+            markInvalid(event.target, error);
+          }
+        },
       },
-    },
-    h("h2", { id: "create-heading" }, "Add a hostname"),
-    createErrors,
-    name,
-    h("div", { className: "field" }, h("label", { for: "create-target" }, "Target"), target),
-    description,
-    h("button", { type: "submit", className: "primary" }, "Create hostname"),
-  );
+      h("h2", { id: "create-heading" }, "Add a hostname"),
+      createErrors,
+      name,
+      h("div", { className: "field" }, h("label", { for: "create-target" }, "Target"), target),
+      description,
+      h(
+        "div",
+        { className: "buttons" },
+        h("button", { type: "submit", className: "primary" }, "Create hostname"),
+        h("button", { type: "button", onclick: () => place.close() }, "Cancel"),
+      ),
+    );
+    place.open(createForm);
+    name.input.focus();
+  }
 
   const networkSelect = h(
     "select",
@@ -223,16 +244,11 @@ export async function web3Page(context) {
     networks.map((n) => h("option", { value: n, selected: n === network }, n)),
   );
 
-  section.append(
-    h("h1", { tabindex: "-1" }, "Web3 gateways"),
-    h("p", {}, `Hostnames of ${zone.name} that serve the Ethereum gateway. Send JSON-RPC to an endpoint URL.`),
-    status,
-    createForm,
-    editHolder,
+  head.tools.append(
     h("div", { className: "field inline" }, h("label", { for: "endpoint-network" }, "Endpoint network"), networkSelect),
-    listErrors,
-    tableHolder,
+    h("button", { type: "button", className: "primary", onclick: () => showCreate() }, "Add a hostname"),
   );
+  section.append(head, status, place.element, listErrors, tableHolder);
   await reload();
   return section;
 }
