@@ -8,9 +8,11 @@ from typing import Any
 import orjson
 
 from edgeplane.body_document import BodyDocument
-from edgeplane.config import MethodCostSettings
+from edgeplane.config import GatewaySettings, MethodCostSettings, UpstreamSettings
 from edgeplane.gateway.method_costs import MethodCosts
-from edgeplane.gateway.request_facts import JsonRpcReader
+from edgeplane.gateway.request_facts import JsonRpcReader, known_heads
+from edgeplane.gateway.upstream import UpstreamNode
+from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.rules import RequestFields, compile_expression
 
 TOKEN = "0x6b175474e89094c44da98b954eedeac495271d0f"
@@ -112,3 +114,18 @@ def test_not_json_costs_nothing() -> None:
     assert fields.edgeplane_jsonrpc_batch_size == 0
     assert fields.edgeplane_jsonrpc_network == "mainnet"
     assert heads.asked == []
+
+
+def test_known_heads_of_the_gateway_pools() -> None:
+    nodes = [UpstreamNode(UpstreamSettings(url=f"http://127.0.0.1:{port}/"), timeout_seconds=1) for port in (1, 2)]
+    pools = {"mainnet": UpstreamPool("mainnet", nodes, GatewaySettings())}
+    known_head = known_heads(pools)
+    assert known_head("mainnet") is None  # no node reported a head yet
+    nodes[0].record_head(120)
+    nodes[1].record_head(125)
+    assert known_head("mainnet") == 125
+    assert known_head("sepolia") is None
+    reader = JsonRpcReader(MethodCosts.from_settings(), known_head)
+    assert request(call("eth_getLogs", {"fromBlock": "0x64"}), reader).edgeplane_jsonrpc_cost == 20 + 26
+    for node in nodes:
+        node.close()

@@ -9,10 +9,11 @@ nothing. The facts come from the rules' own lenient reading of the shared ``Body
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from edgeplane.gateway.method_costs import MethodCosts
+from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.rules import RequestFields
 from edgeplane.rules.jsonrpc_facts import JsonRpcFacts, network_of, read_jsonrpc
 
@@ -32,6 +33,22 @@ class JsonRpcReader:
         """The request's facts; never raises (``known_head`` must not either)."""
         path = request.http_request_uri_path
         return read_jsonrpc(request.body_document, path, _Pricer(self.costs, self.known_head, network_of(path)))
+
+
+def known_heads(pools: Mapping[str, UpstreamPool]) -> Callable[[str], int | None]:
+    """A ``known_head`` over the gateway's pools: the highest head a node of the network's pool last reported
+    (health checks and head reads record it), or None for a network without a pool or before any node reported
+    one. It reads no node and never waits, so pricing a request costs no upstream call; the head may be a few
+    seconds old, which moves a range ending at ``latest`` by as many blocks."""
+
+    def known_head(network: str) -> int | None:
+        pool = pools.get(network)
+        if pool is None:
+            return None
+        heads = [node.health.head for node in pool.nodes if node.health.head is not None]
+        return max(heads) if heads else None
+
+    return known_head
 
 
 class _Pricer:
