@@ -107,6 +107,65 @@ class ResponseCacheSettings(BaseModel):
     max_entry_bytes: int = Field(default=1024 * 1024, ge=0, description="larger answers are not kept")
 
 
+class MethodCostEntry(BaseModel):
+    """What one call of a method costs, in compute units (``[gateway.costs.methods]``): ``base``, plus ``per_block``
+    for each block a method that names a block range or count reads, at most ``cap``. A key left unset keeps
+    edgeplane's default for the method (``src/edgeplane/gateway/method_costs.toml``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: int | None = Field(default=None, ge=0, le=1_000_000, description="compute units of one call")
+    per_block: int | None = Field(
+        default=None,
+        ge=0,
+        le=1_000_000,
+        description="more per block of the call's range (eth_getLogs, trace_filter) or count (eth_feeHistory)",
+    )
+    cap: int | None = Field(
+        default=None,
+        ge=0,
+        le=1_000_000_000,
+        description="the most one call costs with its blocks, and what a range that cannot be measured costs",
+    )
+
+
+def _method_name(name: str) -> str:
+    if not name or "*" in name[:-1] or name == "*":
+        raise ValueError(f"a method name, or a prefix ending in '*' (\"debug_*\"), got {name!r}")
+    return name
+
+
+class MethodCostSettings(BaseModel):
+    """The cost table of ``edgeplane.jsonrpc.cost`` (``[gateway.costs]``, ``docs/configuration.md``): merged over
+    edgeplane's defaults, method by method and key by key. A method is found by its exact name, else by the longest
+    prefix entry (``"debug_*"``), else it costs ``default``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default: int | None = Field(
+        default=None, ge=0, le=1_000_000, description="compute units of a method the table does not list"
+    )
+    cap: int | None = Field(
+        default=None,
+        ge=0,
+        le=1_000_000_000,
+        description="the most a call priced by its blocks costs when its method has no cap of its own",
+    )
+    methods: dict[str, int | MethodCostEntry] = Field(
+        default_factory=dict,
+        description='per method (or "prefix_*"): compute units, or {base, per_block, cap}',
+    )
+
+    @field_validator("methods")
+    @classmethod
+    def _method_names(cls, methods: dict[str, int | MethodCostEntry]) -> dict[str, int | MethodCostEntry]:
+        for name, entry in methods.items():
+            _method_name(name)
+            if isinstance(entry, int) and not 0 <= entry <= 1_000_000:
+                raise ValueError(f"{name}: compute units must be within 0..1000000, got {entry}")
+        return methods
+
+
 class GatewaySettings(BaseModel):
     """Request handling and upstream behaviour of the gateway."""
 
@@ -132,6 +191,7 @@ class GatewaySettings(BaseModel):
         default=4, ge=1, description="upstream calls in flight while synthesising trace_filter"
     )
     cache: ResponseCacheSettings = Field(default_factory=ResponseCacheSettings)
+    costs: MethodCostSettings = Field(default_factory=MethodCostSettings)
 
 
 class DevChainSettings(BaseModel):

@@ -58,16 +58,18 @@ OPERATORS_BY_TYPE = {
 _ORDERING = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 
 
-def check(root: Node, scheme: Scheme) -> Checked:
-    """The checked form of ``root``, a boolean expression over ``scheme``. Raises ``RulesError``."""
-    checker = _Checker(scheme)
+def check(root: Node, scheme: Scheme, *, response: bool = False) -> Checked:
+    """The checked form of ``root``, a boolean expression over ``scheme``; it may name the scheme's response fields
+    only when ``response`` (a counting expression, evaluated once the answer is known). Raises ``RulesError``."""
+    checker = _Checker(scheme, response)
     checker.boolean(root)
     return Checked(root, checker.typings, checker.fields)
 
 
 class _Checker:
-    def __init__(self, scheme: Scheme) -> None:
+    def __init__(self, scheme: Scheme, response: bool) -> None:
         self.scheme = scheme
+        self.response = response
         self.typings: dict[Node, Typing] = {}
         self.fields: dict[FieldRef, Field] = {}
 
@@ -105,6 +107,10 @@ class _Checker:
             field = self.scheme.lookup(node.name)
             if field is None:
                 raise RulesError(f"unknown field {node.name!r}", node.position)
+            if field.response and not self.response:
+                raise RulesError(
+                    f"{node.name} is only available in a counting expression (it describes the answer)", node.position
+                )
             self.fields[node] = field
             return Typing(field.type)
         if isinstance(node, Index):

@@ -29,19 +29,22 @@ class Expression(Protocol):
     def __call__(self, request: RequestFields) -> bool: ...
 
 
-def _checked(text: str) -> Checked:
-    return check(parse(text), http_scheme())
+def _checked(text: str, response: bool) -> Checked:
+    return check(parse(text), http_scheme(), response=response)
 
 
-def check_expression(text: str) -> None:
+def check_expression(text: str, *, response: bool = False) -> None:
     """Returns if ``text`` is a valid expression over the HTTP fields; raises ``RulesError`` (message and 0-based
-    position) otherwise."""
-    _checked(text)
+    position) otherwise. ``response``: the expression is a counting expression, evaluated once the answer is known
+    (``RequestFields.set_response``), and may name the ``http.response.*`` fields; otherwise naming one is an
+    error."""
+    _checked(text, response)
 
 
-def compile_expression(text: str) -> Expression:
-    """``text`` compiled into an ``Expression``. Raises ``RulesError`` if it is not valid."""
-    checked = _checked(text)
+def compile_expression(text: str, *, response: bool = False) -> Expression:
+    """``text`` compiled into an ``Expression`` (``response`` as for ``check_expression``). Raises ``RulesError`` if
+    it is not valid."""
+    checked = _checked(text, response)
     python_source, predicate = compile_checked(checked)
     expression = cast(Expression, predicate)  # a fresh function per compilation: its attributes are its own
     expression.source = text

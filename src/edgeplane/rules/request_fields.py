@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar, overload
 from edgeplane.body_document import BodyDocument
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.rules.addresses import client_key
+from edgeplane.rules.jsonrpc_facts import JsonRpcFacts, read_jsonrpc
 
 T = TypeVar("T")
 
@@ -78,6 +79,10 @@ def _not_scored(request: RequestFields) -> tuple[int, int, int, int]:
     return NOT_SCORED, NOT_SCORED, NOT_SCORED, NOT_SCORED
 
 
+def _jsonrpc_without_costs(request: RequestFields) -> JsonRpcFacts:
+    return read_jsonrpc(request.body_document, request.http_request_uri_path)
+
+
 class RequestFields:
     """The fields of one request. Build it with ``from_http``; the WAF engine may set ``cf_bot_management_score``
     and ``cf_threat_score``.
@@ -87,10 +92,28 @@ class RequestFields:
     it on the requests it evaluates (``edgeplane.waf.attack_scores``); without one every score is 100. A score set
     beforehand (``waf_score = 12``) is kept. ``core_evaluation`` is the WAF engine's: the OWASP Core Rule Set's
     evaluation of the request, kept so that scoring and the managed phase run the CRS once. ``body_document`` is the
-    body's JSON reading: the edge's, which the gateway reads too, so that a request's body is parsed once."""
+    body's JSON reading: the edge's, which the gateway reads too, so that a request's body is parsed once.
+
+    The ``edgeplane.jsonrpc.*`` fields are read, all at once and on the first read of any of them, by
+    ``jsonrpc_reader``: a function of the request giving its ``JsonRpcFacts``. The edge sets the gateway's (which
+    prices the calls: ``edgeplane.gateway.request_facts``); the default reads the same facts from the body with a
+    cost of 0, so that rules work without a gateway.
+
+    The ``http.response.*`` fields, which only a counting expression may name, are the answer's, once
+    ``set_response`` gave it; before, the code is 0 and the headers none."""
 
     attack_scorer: Callable[[RequestFields], tuple[int, int, int, int]] = staticmethod(_not_scored)
+    jsonrpc_reader: Callable[[RequestFields], JsonRpcFacts] = staticmethod(_jsonrpc_without_costs)
     core_evaluation: Any = None
+
+    # Fields of the same value for every request, kept on the class so that a request pays nothing for them.
+    # edgeplane terminates no TLS at the edge: there is no client hello to fingerprint.
+    cf_bot_management_ja3_hash = ""
+    cf_bot_management_ja4 = ""
+
+    # The answer's fields (``set_response``): the class's defaults until the answer is known.
+    http_response_code = 0
+    raw_response_headers: Sequence[tuple[bytes, bytes]] = ()
 
     def __init__(self) -> None:
         self.http_host = ""
@@ -243,6 +266,91 @@ class RequestFields:
     @waf_score_rce.setter
     def waf_score_rce(self, value: int) -> None:
         self.cf_waf_score_rce = value
+
+    # The edgeplane.jsonrpc.* fields: read on first need, all from one ``jsonrpc_reader`` call.
+
+    @cached_field
+    def jsonrpc_facts(self) -> JsonRpcFacts:
+        """What the request says as JSON-RPC: ``jsonrpc_reader``'s answer, asked once."""
+        return self.jsonrpc_reader(self)
+
+    @cached_field
+    def edgeplane_jsonrpc_methods(self) -> list[str]:
+        """``edgeplane.jsonrpc.methods``."""
+        return list(self.jsonrpc_facts.methods)
+
+    @cached_field
+    def edgeplane_jsonrpc_batch(self) -> bool:
+        """``edgeplane.jsonrpc.batch``."""
+        return self.jsonrpc_facts.batch
+
+    @cached_field
+    def edgeplane_jsonrpc_batch_size(self) -> int:
+        """``edgeplane.jsonrpc.batch_size``."""
+        return self.jsonrpc_facts.batch_size
+
+    @cached_field
+    def edgeplane_jsonrpc_network(self) -> str:
+        """``edgeplane.jsonrpc.network``."""
+        return self.jsonrpc_facts.network
+
+    @cached_field
+    def edgeplane_jsonrpc_addresses(self) -> list[str]:
+        """``edgeplane.jsonrpc.addresses``."""
+        return list(self.jsonrpc_facts.addresses)
+
+    @cached_field
+    def edgeplane_jsonrpc_cost(self) -> int:
+        """``edgeplane.jsonrpc.cost``."""
+        return self.jsonrpc_facts.cost
+
+    # The answer's fields, for a counting expression evaluated after the answer.
+
+    def set_response(self, code: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
+        """Gives the request its answer: ``code`` is ``http.response.code``, ``headers`` (lower-case names, in
+        order) the ``http.response.headers*`` and ``http.response.content_type.media_type`` fields, decoded on their
+        first read. A second call replaces the first."""
+        self.http_response_code = code
+        self.raw_response_headers = headers
+        found = self.__dict__
+        for name in _RESPONSE_HEADER_FIELDS:
+            found.pop(name, None)
+
+    def _index_response_headers(self) -> None:
+        fields = _header_fields(self.raw_response_headers)
+        content_types = fields["http_request_headers"].get("content-type")
+        self.__dict__.update(
+            http_response_headers=fields["http_request_headers"],
+            http_response_headers_names=fields["http_request_headers_names"],
+            http_response_headers_values=fields["http_request_headers_values"],
+            http_response_content_type_media_type=(
+                content_types[0].split(";")[0].strip().lower() if content_types else ""
+            ),
+        )
+
+    @cached_field
+    def http_response_headers(self) -> dict[str, list[str]]:
+        """``http.response.headers``: values by lower-case name."""
+        self._index_response_headers()
+        return self.__dict__["http_response_headers"]  # type: ignore[no-any-return]
+
+    @cached_field
+    def http_response_headers_names(self) -> list[str]:
+        """``http.response.headers.names``: one per header line, in order."""
+        self._index_response_headers()
+        return self.__dict__["http_response_headers_names"]  # type: ignore[no-any-return]
+
+    @cached_field
+    def http_response_headers_values(self) -> list[str]:
+        """``http.response.headers.values``: one per header line, in order."""
+        self._index_response_headers()
+        return self.__dict__["http_response_headers_values"]  # type: ignore[no-any-return]
+
+    @cached_field
+    def http_response_content_type_media_type(self) -> str:
+        """``http.response.content_type.media_type``: the answer's Content-Type without parameters, lower case."""
+        self._index_response_headers()
+        return self.__dict__["http_response_content_type_media_type"]  # type: ignore[no-any-return]
 
     # Fields computed on first read. The raw.* fields equal the others: edgeplane does not normalize URLs.
 
@@ -426,6 +534,13 @@ def _header_fields(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, Any]:
         "http_cookie": "; ".join(cookies) if cookies else "",
     }
 
+
+_RESPONSE_HEADER_FIELDS = (
+    "http_response_headers",
+    "http_response_headers_names",
+    "http_response_headers_values",
+    "http_response_content_type_media_type",
+)
 
 _MAX_REMEMBERED_HEADERS = 64  # header lines of a request whose fields are remembered
 _HEADER_FIELDS: BoundedMemo[tuple[tuple[bytes, bytes], ...], dict[str, Any]] = BoundedMemo(

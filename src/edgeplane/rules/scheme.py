@@ -1,6 +1,7 @@
 """The field scheme: which fields an expression may name, their types, and where a request keeps their values.
 
-The list is data (``fields.toml`` beside this module), loaded once. Attribute names are derived from field names
+The list is data (``fields.toml`` beside this module), loaded once. Its response fields describe the answer, not
+the request: the checker lets only a counting expression name them. Attribute names are derived from field names
 (dots become underscores) and checked to be identifiers, so the compiler can write them into generated source.
 """
 
@@ -20,11 +21,13 @@ _SCALARS = {"Bytes": BYTES, "Int": INT, "Bool": BOOL, "Ip": IP}
 
 @dataclass(frozen=True, slots=True)
 class Field:
-    """A field of the scheme: its canonical ``name``, ``type`` and the ``RequestFields`` attribute holding it."""
+    """A field of the scheme: its canonical ``name``, ``type`` and the ``RequestFields`` attribute holding it;
+    ``response`` when it is a field of the answer (``http.response.*``)."""
 
     name: str
     type: ValueType
     attribute: str
+    response: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +56,12 @@ def http_scheme() -> Scheme:
     """The HTTP scheme (``fields.toml``). Raises ``ValueError`` if the data file is malformed (a bug in edgeplane)."""
     data = tomllib.loads(SCHEME_FILE.read_text(encoding="utf-8"))
     fields: dict[str, Field] = {}
-    for name, type_text in data["fields"].items():
-        attribute = name.replace(".", "_")
-        if not attribute.isidentifier():
-            raise ValueError(f"field {name!r} does not map to an attribute name")
-        fields[name] = Field(name, parse_type(type_text), attribute)
+    for table, response in (("fields", False), ("response_fields", True)):
+        for name, type_text in data[table].items():
+            attribute = name.replace(".", "_")
+            if not attribute.isidentifier():
+                raise ValueError(f"field {name!r} does not map to an attribute name")
+            fields[name] = Field(name, parse_type(type_text), attribute, response)
     for alias, target in data["aliases"].items():
         fields[alias] = fields[target]
     return Scheme(fields)
