@@ -60,11 +60,13 @@ class RateCounters:
         mapping = mmap.mmap(fd, size)
         try:
             table = RateTable(mapping, slots)
-            if not table.initialised:
-                raise ValueError("the memfd holds no initialised rate table")
         except BaseException:
             mapping.close()
             raise
+        if not table.initialised:
+            table.close()
+            mapping.close()
+            raise ValueError("the memfd holds no initialised rate table")
         return cls(fd, mapping, table)
 
     @property

@@ -41,8 +41,11 @@
    inherits the evicted slot's counts when it is of the same rule, so eviction can make a key's count too high,
    never too low: the overcount is at most the evicted slot's estimate, which is the smallest (relative to the
    limit) of its bucket's eight. A heavy key near or over its limit is thus never displaced by a flood of light
-   keys, and displaced by heavier ones only to be overcounted when it comes back. Evictions and saturations are
-   counted in the header. */
+   keys, and displaced by heavier ones only to be overcounted when it comes back. What gives way first under a flood
+   of more distinct keys in a period than the table has slots is therefore the new keys: each inherits a count
+   that grows with the evictions of its bucket (about keys per bucket / 8 in a period), and once that passes the
+   limit, new keys of the rule are refused until their windows pass, while the keys already counted keep their
+   counts. Evictions and saturations are counted in the header (``take_counts``), for a metric. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
