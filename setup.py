@@ -1,4 +1,8 @@
-"""The parts of the build that ``pyproject.toml`` cannot declare on its own: two optional groups of C extensions.
+"""The parts of the build that ``pyproject.toml`` cannot declare on its own: one required C extension and two
+optional groups of them.
+
+- The rate limiting counters (``src/edgeplane/rate_table.c``), required: the node's counters live in memory shared
+  by its edge workers and are changed with atomic instructions, which Python code cannot do (``rate_counters.py``).
 
 - The request log's C module (``src/edgeplane/edge/row_writer.c``). Without it the request log writes every row with
   its Python code (``RequestLog.commit_in_python``).
@@ -9,7 +13,7 @@
   The extension modules sit beside their sources and Python imports them first; without them (no C compiler, or
   ``EDGEPLANE_NO_MYPYC=1``) the same modules run interpreted.
 
-Without a C compiler the install goes on without either.
+Without a C compiler the install goes on without the optional two; it fails without the rate table.
 """
 
 from __future__ import annotations
@@ -61,6 +65,11 @@ def seclang_extensions() -> list[Extension]:
 
 setup(
     ext_modules=[
+        Extension(
+            "edgeplane.rate_table",
+            sources=["src/edgeplane/rate_table.c"],
+            extra_compile_args=["-O2"],
+        ),
         Extension(
             "edgeplane.edge.row_writer",
             sources=["src/edgeplane/edge/row_writer.c"],
