@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgeplane.api.errors import ApiError
-from edgeplane.api.ruleset_validation import CUSTOM_PHASE, RuleContext, check_rules
+from edgeplane.api.ruleset_validation import CUSTOM_PHASE, RATELIMIT_PHASE, RuleContext, check_rules
 from edgeplane.waf.catalogue import MANAGED_PHASE, MANAGED_RULESET_ID, OWASP_RULESET_ID, OWASP_SCORE_RULE_ID
 
 CUSTOM_ID = "c" * 32
@@ -17,12 +17,15 @@ CONTEXTS = [
     RuleContext(phase=CUSTOM_PHASE, kind="zone"),
     RuleContext(phase=CUSTOM_PHASE, kind="root", custom_rulesets={CUSTOM_ID: (CUSTOM_PHASE, frozenset({"d" * 32}))}),
     RuleContext(phase=MANAGED_PHASE, kind="zone"),
+    RuleContext(phase=RATELIMIT_PHASE, kind="zone"),
+    RuleContext(phase=RATELIMIT_PHASE, kind="root", custom_rulesets={CUSTOM_ID: (RATELIMIT_PHASE, frozenset())}),
 ]
 
 scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-5, 1200),
+    st.sampled_from([10, 60, 3600, 86400]),
     st.sampled_from(
         [
             "",
@@ -41,6 +44,9 @@ scalars = st.one_of(
             CUSTOM_ID,
             MANAGED_PHASE,
             'http.host eq "a"',
+            "cf.colo.id",
+            "ip.src",
+            "managed_challenge",
         ]
     ),
     st.text(max_size=8),
@@ -68,6 +74,13 @@ keys = st.sampled_from(
         "products",
         "score_threshold",
         "version",
+        "ratelimit",
+        "characteristics",
+        "period",
+        "requests_per_period",
+        "mitigation_timeout",
+        "score_per_period",
+        "counting_expression",
         "other",
     ]
 )
@@ -91,6 +104,6 @@ def test_any_rules_are_checked_or_refused_with_a_pointer(rules: Any, context: Ru
         return
     assert refused.status == 400
     (entry,) = refused.errors
-    assert entry["code"] in (20001, 20002)
+    assert entry["code"] in (20001, 20002, *range(20010, 20018))
     assert entry["source"]["pointer"].startswith("/rules")
     assert entry["message"]

@@ -94,13 +94,13 @@ def test_a_path_nothing_serves_is_still_404(api: Api) -> None:
 def test_the_entrypoint_of_a_phase_edgeplane_does_not_run_is_not_found(api: Api) -> None:
     by_key = sdk_by_key(api)
     zone_id, account_id = api.credentials["zone_id"], api.credentials["account_id"]
-    for phase in ("http_request_late_transform", "http_ratelimit"):
-        with pytest.raises(cloudflare.NotFoundError):
-            by_key.rulesets.phases.get(phase, zone_id=zone_id)  # type: ignore[arg-type]
-        with pytest.raises(cloudflare.NotFoundError):
-            by_key.rulesets.phases.get(phase, account_id=account_id)  # type: ignore[arg-type]
+    phase = "http_request_late_transform"
+    with pytest.raises(cloudflare.NotFoundError):
+        by_key.rulesets.phases.get(phase, zone_id=zone_id)  # type: ignore[arg-type]
+    with pytest.raises(cloudflare.NotFoundError):
+        by_key.rulesets.phases.get(phase, account_id=account_id)  # type: ignore[arg-type]
     with pytest.raises(cloudflare.BadRequestError) as refused:
-        by_key.rulesets.phases.update("http_ratelimit", zone_id=zone_id, rules=[])
+        by_key.rulesets.phases.update(phase, zone_id=zone_id, rules=[])  # type: ignore[arg-type]
     assert refused.value.status_code == 400
 
 

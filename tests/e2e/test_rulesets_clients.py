@@ -1,6 +1,7 @@
 """Real clients of the Rulesets API against a running ``edgeplane serve``: the official ``cloudflare`` SDK (rulesets,
-rules, phase entrypoints, versions, in zone and account scope, and the errors it raises) and ``octorules`` (rules as
-code: a YAML file of custom rules planned, applied and read back, then a second apply with nothing to change)."""
+rules, phase entrypoints, versions, in zone and account scope, rate limiting rules, and the errors it raises) and
+``octorules`` (rules as code: a YAML file of custom rules, then one of rate limiting rules, planned, applied and read
+back, then a second apply with nothing to change, then a rule removed)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.e2e
 
 CUSTOM = "http_request_firewall_custom"
 MANAGED = "http_request_firewall_managed"
+RATELIMIT = "http_ratelimit"
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +179,93 @@ def test_sdk_account_custom_ruleset_executed_from_the_account_entrypoint(
         cf.rulesets.get(custom_id, account_id=account_id)
 
 
+RATE_LIMITS: list[dict[str, Any]] = [
+    {
+        "action": "block",
+        "expression": 'http.request.uri.path eq "/v1/mainnet"',
+        "description": "100 requests a minute per address",
+        "ref": "per-ip",
+        "ratelimit": {
+            "characteristics": ["cf.colo.id", "ip.src"],
+            "period": 60,
+            "requests_per_period": 100,
+            "mitigation_timeout": 600,
+        },
+        "action_parameters": {
+            "response": {
+                "status_code": 429,
+                "content": '{"jsonrpc":"2.0","error":{"code":-32005,"message":"rate limited"}}',
+                "content_type": "application/json",
+            }
+        },
+    },
+    {
+        "action": "managed_challenge",
+        "expression": "true",
+        "ref": "per-method",
+        "ratelimit": {
+            "characteristics": ["cf.colo.id", 'lookup_json_string(http.request.body.raw, "method")'],
+            "period": 10,
+            "requests_per_period": 50,
+            "mitigation_timeout": 0,
+            "counting_expression": 'http.request.method eq "POST"',
+            "requests_to_origin": True,
+        },
+    },
+    {
+        "action": "log",
+        "expression": "true",
+        "ref": "budget",
+        "ratelimit": {
+            "characteristics": ["cf.colo.id", 'http.request.headers["x-api-key"]'],
+            "period": 3600,
+            "score_per_period": 100000,
+            "score_response_header_name": "x-edgeplane-cost",
+        },
+    },
+]
+
+
+def test_sdk_deploys_reads_and_deletes_rate_limiting_rules(cf: Cloudflare, credentials: dict[str, Any]) -> None:
+    zone_id = credentials["zone_id"]
+    with pytest.raises(cloudflare.NotFoundError):
+        cf.rulesets.phases.get(RATELIMIT, zone_id=zone_id)
+    deployed = as_dict(cf.rulesets.phases.update(RATELIMIT, zone_id=zone_id, rules=RATE_LIMITS))  # type: ignore[arg-type]
+    assert (deployed["phase"], deployed["kind"], deployed["version"]) == (RATELIMIT, "zone", "1")
+    ruleset_id = deployed["id"]
+
+    read = cf.rulesets.phases.get(RATELIMIT, zone_id=zone_id)
+    by_ref = {rule.ref: as_dict(rule) for rule in read.rules}
+    assert list(by_ref) == ["per-ip", "per-method", "budget"]
+    for written in RATE_LIMITS:
+        rule = by_ref[written["ref"]]
+        assert rule["ratelimit"] == written["ratelimit"]
+        assert rule["action"] == written["action"]
+        assert rule.get("action_parameters") == written.get("action_parameters")
+    model = read.rules[0].ratelimit  # type: ignore[union-attr]
+    assert model is not None
+    assert (model.period, model.requests_per_period, model.mitigation_timeout) == (60, 100, 600)
+    version = cf.rulesets.phases.versions.get("1", ruleset_phase=RATELIMIT, zone_id=zone_id)
+    assert [as_dict(rule)["ratelimit"] for rule in version.rules] == [rule["ratelimit"] for rule in RATE_LIMITS]
+
+    with pytest.raises(cloudflare.BadRequestError) as raised:
+        cf.rulesets.phases.update(
+            RATELIMIT,
+            zone_id=zone_id,
+            rules=[{**RATE_LIMITS[0], "ratelimit": {**RATE_LIMITS[0]["ratelimit"], "period": 30}}],  # type: ignore[list-item]
+        )
+    (error,) = raised.value.body["errors"]  # type: ignore[index]
+    assert (error["code"], error["source"]["pointer"]) == (20011, "/rules/0/ratelimit/period")
+    assert cf.rulesets.phases.get(RATELIMIT, zone_id=zone_id).version == "1"  # the refused write changed nothing
+
+    budget_id = by_ref["budget"]["id"]
+    after = as_dict(cf.rulesets.rules.delete(budget_id, ruleset_id=ruleset_id, zone_id=zone_id))
+    assert [rule["ref"] for rule in after["rules"]] == ["per-ip", "per-method"]
+    cf.rulesets.delete(ruleset_id, zone_id=zone_id)
+    with pytest.raises(cloudflare.NotFoundError):
+        cf.rulesets.phases.get(RATELIMIT, zone_id=zone_id)
+
+
 RULES_FILE = """\
 cloudflare:
   waf_custom_rules:
@@ -229,4 +318,77 @@ def test_octorules_applies_a_rules_file_and_then_has_nothing_to_change(
     assert rules["block-admin"]["action"] == "block"
     assert rules["block-admin"]["description"] == "No admin paths"
     assert rules["log-posts"]["expression"] == 'http.request.method eq "POST"'
+    assert "No changes" in octorules(service, credentials, tmp_path, "plan")
+
+
+RATE_LIMITS_FILE = """\
+cloudflare:
+  rate_limiting_rules:
+    - ref: per-ip
+      description: 100 requests a minute per address
+      expression: 'http.request.uri.path eq "/v1/mainnet"'
+      action: block
+      ratelimit:
+        characteristics: [cf.colo.id, ip.src]
+        period: 60
+        requests_per_period: 100
+        mitigation_timeout: 600
+      action_parameters:
+        response:
+          status_code: 429
+          content: '{"error":"rate limited"}'
+          content_type: application/json
+    - ref: per-method
+      expression: 'http.request.method eq "POST"'
+      action: log
+      ratelimit:
+        characteristics:
+          - cf.colo.id
+          - 'lookup_json_string(http.request.body.raw, "method")'
+        period: 10
+        requests_per_period: 50
+"""
+
+
+def test_octorules_syncs_rate_limiting_rules(
+    service: EdgeplaneProcess, credentials: dict[str, Any], cf: Cloudflare, tmp_path: Path
+) -> None:
+    zone_name = "rate-limits-as-code.example"
+    zone = cf.zones.create(name=zone_name, account={"id": credentials["account_id"]})
+    assert zone is not None
+    (tmp_path / "rules").mkdir()
+    rules_file = tmp_path / "rules" / f"{zone_name}.yaml"
+    rules_file.write_text(RATE_LIMITS_FILE)
+    (tmp_path / "config.yaml").write_text(
+        "providers:\n"
+        "  cloudflare:\n"
+        "    token: env/CLOUDFLARE_API_TOKEN\n"
+        "  rules:\n"
+        "    directory: ./rules\n"
+        "zones:\n"
+        f"  {zone_name}:\n"
+        "    sources:\n"
+        "      - rules\n"
+    )
+    planned = octorules(service, credentials, tmp_path, "plan")
+    assert "per-ip" in planned
+    octorules(service, credentials, tmp_path, "sync", "--doit")
+    rules = {rule.ref: as_dict(rule) for rule in cf.rulesets.phases.get(RATELIMIT, zone_id=zone.id).rules}
+    assert list(rules) == ["per-ip", "per-method"]
+    assert rules["per-ip"]["ratelimit"] == {
+        "characteristics": ["cf.colo.id", "ip.src"],
+        "period": 60,
+        "requests_per_period": 100,
+        "mitigation_timeout": 600,
+    }
+    assert rules["per-ip"]["action_parameters"]["response"]["status_code"] == 429
+    assert (
+        rules["per-method"]["ratelimit"]["characteristics"][1] == 'lookup_json_string(http.request.body.raw, "method")'
+    )
+    assert "No changes" in octorules(service, credentials, tmp_path, "plan")
+
+    rules_file.write_text(RATE_LIMITS_FILE.split("    - ref: per-method")[0])
+    octorules(service, credentials, tmp_path, "sync", "--doit", "--force")
+    remaining = cf.rulesets.phases.get(RATELIMIT, zone_id=zone.id).rules
+    assert [rule.ref for rule in remaining] == ["per-ip"]
     assert "No changes" in octorules(service, credentials, tmp_path, "plan")

@@ -4,10 +4,13 @@ Every problem is a 400 ``ApiError`` whose ``source.pointer`` names the offending
 body (``/rules/3/action_parameters/overrides/rules/0/id``). Checks follow the Rulesets API as the official clients
 use it; where the product's rules are not written down the choices are documented in docs/rulesets.md:
 
-- phases: ``http_request_firewall_custom`` and ``http_request_firewall_managed`` (any other phase is a 400);
+- phases: ``http_request_firewall_custom``, ``http_ratelimit`` and ``http_request_firewall_managed`` (any other
+  phase is a 400);
 - actions per phase: custom phase ``block``, ``challenge``, ``js_challenge``, ``managed_challenge``, ``log``,
-  ``skip`` (an account ``root`` entrypoint adds ``execute`` of the account's custom rulesets); managed phase
-  ``execute``, ``skip``, ``log``;
+  ``skip``; rate limiting phase the same but ``skip`` (in both, an account ``root`` entrypoint adds ``execute`` of
+  the account's custom rulesets of the phase); managed phase ``execute``, ``skip``, ``log``;
+- a rule of the rate limiting phase (but an ``execute``) has a ``ratelimit`` object, checked by
+  ``edgeplane.waf.rate_limit_spec`` and stored as written; no other rule has one;
 - ``skip`` in the custom phase skips ``ruleset: current``, ``phases`` or ``products``; in the managed phase
   ``ruleset: current``, ``rulesets`` or ``rules`` (exceptions for managed rules);
 - ``execute`` runs a managed ruleset (managed phase) or an account custom ruleset of the same phase (account
@@ -16,6 +19,7 @@ use it; where the product's rules are not written down the choices are documente
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,9 +28,15 @@ from typing import Any, Final, TypeGuard
 from edgeplane.api.errors import ApiError, bad_request
 from edgeplane.rules import RulesError, check_expression
 from edgeplane.waf.catalogue import MANAGED_PHASE, OWASP_RULESET_ID, load_catalogue, owasp_unavailable_reason
+from edgeplane.waf.errors import RateLimitError
+from edgeplane.waf.rate_limit_spec import INVALID_RATELIMIT, parse_rate_limit
 
 CUSTOM_PHASE: Final = "http_request_firewall_custom"
-SUPPORTED_PHASES: Final = (CUSTOM_PHASE, MANAGED_PHASE)
+RATELIMIT_PHASE: Final = "http_ratelimit"
+# In the order the engine runs them, as the product does.
+SUPPORTED_PHASES: Final = (CUSTOM_PHASE, RATELIMIT_PHASE, MANAGED_PHASE)
+# The phases an account's custom rulesets may be of (each runs from the account entrypoint of its phase).
+CUSTOM_RULESET_PHASES: Final = (CUSTOM_PHASE, RATELIMIT_PHASE)
 KINDS: Final = ("managed", "custom", "root", "zone")
 
 # v4 error codes of the Rulesets API (edgeplane's choice; the product does not publish them).
@@ -44,19 +54,21 @@ MAX_DESCRIPTION: Final = 500
 MAX_REF: Final = 256
 MAX_EXPRESSION: Final = 4096
 MAX_RESPONSE_CONTENT: Final = 10 * 1024
+MAX_RATELIMIT_RESPONSE_CONTENT: Final = 30 * 1024
 
 _CHALLENGES: Final = frozenset({"challenge", "js_challenge", "managed_challenge"})
 _TERMINATING: Final = frozenset({"block"}) | _CHALLENGES
 _PHASE_ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     CUSTOM_PHASE: _TERMINATING | {"log", "skip"},
+    RATELIMIT_PHASE: _TERMINATING | {"log"},
     MANAGED_PHASE: frozenset({"execute", "skip", "log"}),
 }
 # What an override may set a rule's action to.
 OVERRIDE_ACTIONS: Final = _TERMINATING | {"log"}
 # Later phases a custom-phase skip rule may skip, and the products (Cloudflare's names) it may skip.
-SKIPPABLE_PHASES: Final = ("http_ratelimit", MANAGED_PHASE, "http_request_sbfm")
+SKIPPABLE_PHASES: Final = (RATELIMIT_PHASE, MANAGED_PHASE, "http_request_sbfm")
 SKIPPABLE_PRODUCTS: Final = ("zoneLockdown", "uaBlock", "bic", "hot", "securityLevel", "rateLimit", "waf")
-_SKIP_MEMBERS: Final[Mapping[str, frozenset[str]]] = {
+_SKIP_MEMBERS: Final[Mapping[str, frozenset[str]]] = {  # the phases that have skip
     CUSTOM_PHASE: frozenset({"ruleset", "phases", "products"}),
     MANAGED_PHASE: frozenset({"ruleset", "rulesets", "rules"}),
 }
@@ -66,7 +78,7 @@ _PARANOIA_LEVELS: Final = frozenset(f"paranoia-level-{level}" for level in range
 
 _ID = re.compile(r"[0-9a-f]{32}")
 _RULE_MEMBERS: Final = frozenset(
-    {"id", "ref", "action", "expression", "description", "enabled", "action_parameters", "logging"}
+    {"id", "ref", "action", "expression", "description", "enabled", "action_parameters", "logging", "ratelimit"}
 )
 # Members the API answers with that a client may send back unchanged; they are ignored.
 _RULE_READ_ONLY: Final = frozenset({"version", "last_updated", "categories"})
@@ -123,7 +135,7 @@ class RuleContext:
     def actions(self) -> frozenset[str]:
         """The actions a rule of this ruleset may take."""
         allowed = _PHASE_ACTIONS[self.phase]
-        if self.phase == CUSTOM_PHASE and self.kind == "root":
+        if self.phase in CUSTOM_RULESET_PHASES and self.kind == "root":
             allowed = allowed | {"execute"}
         return allowed
 
@@ -202,6 +214,9 @@ def check_rule(rule: Any, context: RuleContext, pointer: str, *, extra: frozense
     parameters = _action_parameters(action, rule.get("action_parameters"), context, f"{pointer}/action_parameters")
     if parameters is not None:
         content["action_parameters"] = parameters
+    ratelimit = _ratelimit(rule.get("ratelimit"), action, context, f"{pointer}/ratelimit")
+    if ratelimit is not None:
+        content["ratelimit"] = ratelimit
     if rule.get("logging") is not None:
         if action != "skip":
             raise invalid("logging is only available on skip rules", f"{pointer}/logging")
@@ -229,6 +244,27 @@ def _expression(expression: Any, pointer: str) -> str:
     return expression
 
 
+def _ratelimit(ratelimit: Any, action: str, context: RuleContext, pointer: str) -> dict[str, Any] | None:
+    """A rate limiting rule's ``ratelimit`` object as written (a deep copy), once ``parse_rate_limit`` accepts it;
+    None for a rule that has none. Required in the rate limiting phase but on ``execute`` rules; refused
+    elsewhere."""
+    if context.phase != RATELIMIT_PHASE or action == "execute":
+        if ratelimit is not None:
+            raise invalid(f"ratelimit is only available on the rules of phase {RATELIMIT_PHASE}", pointer)
+        return None
+    if ratelimit is None:
+        raise bad_request(
+            "a rate limiting rule needs a ratelimit object (characteristics, period, requests_per_period, ...)",
+            code=INVALID_RATELIMIT,
+            pointer=pointer,
+        )
+    try:
+        parse_rate_limit(ratelimit, action)
+    except RateLimitError as error:
+        raise bad_request(error.message, code=error.code, pointer=pointer + error.pointer) from None
+    return copy.deepcopy(dict(ratelimit))
+
+
 def _logging(logging: Any, pointer: str) -> dict[str, Any]:
     if not isinstance(logging, dict) or set(logging) != {"enabled"} or not isinstance(logging["enabled"], bool):
         raise invalid('logging must be {"enabled": true|false}', pointer)
@@ -245,6 +281,8 @@ def _object(value: Any, pointer: str, allowed: frozenset[str]) -> dict[str, Any]
 
 
 def _action_parameters(action: str, parameters: Any, context: RuleContext, pointer: str) -> dict[str, Any] | None:
+    if action == "block" and context.phase == RATELIMIT_PHASE:
+        return _ratelimit_block_parameters(parameters, pointer) if parameters is not None else None
     if action == "block":
         return _block_parameters(parameters, pointer) if parameters is not None else None
     if action == "skip":
@@ -277,6 +315,28 @@ def _block_parameters(parameters: Any, pointer: str) -> dict[str, Any] | None:
             f"content_type must be one of {', '.join(RESPONSE_CONTENT_TYPES)}", f"{pointer}/response/content_type"
         )
     return {"response": {"status_code": status, "content": content, "content_type": content_type}}
+
+
+def _ratelimit_block_parameters(parameters: Any, pointer: str) -> dict[str, Any] | None:
+    """A rate limiting rule's custom ``response``, stored as written: every member is optional (the edge answers
+    429 when ``status_code`` is absent), ``content`` may be up to ``MAX_RATELIMIT_RESPONSE_CONTENT`` bytes."""
+    parameters = _object(parameters, pointer, frozenset({"response"}))
+    if parameters.get("response") is None:
+        return None
+    where = f"{pointer}/response"
+    response = _object(parameters["response"], where, frozenset({"status_code", "content", "content_type"}))
+    status = response.get("status_code")
+    if status is not None and (not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 499):
+        raise invalid("status_code must be an integer from 400 to 499", f"{where}/status_code")
+    content = response.get("content")
+    if content is not None and not isinstance(content, str):
+        raise invalid("content must be a string", f"{where}/content")
+    if content is not None and len(content.encode()) > MAX_RATELIMIT_RESPONSE_CONTENT:
+        raise invalid(f"content must be at most {MAX_RATELIMIT_RESPONSE_CONTENT} bytes (30 KB)", f"{where}/content")
+    content_type = response.get("content_type")
+    if content_type is not None and content_type not in RESPONSE_CONTENT_TYPES:
+        raise invalid(f"content_type must be one of {', '.join(RESPONSE_CONTENT_TYPES)}", f"{where}/content_type")
+    return {"response": dict(response)}
 
 
 def _skip_parameters(parameters: Any, context: RuleContext, pointer: str) -> dict[str, Any]:

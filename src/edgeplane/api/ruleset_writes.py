@@ -21,7 +21,7 @@ from edgeplane.waf.catalogue import MANAGED_PHASE, MANAGED_RULESET_ID
 
 DEFAULT_ENTRYPOINT_NAME = "default"
 # What makes a rule behave as it does: a change to any of these is a new rule version.
-RULE_CONTENT = ("action", "expression", "description", "enabled", "action_parameters", "logging", "ref")
+RULE_CONTENT = ("action", "expression", "description", "enabled", "action_parameters", "ratelimit", "logging", "ref")
 
 
 def rule_json(rule_id: str, ref: str | None, content: Mapping[str, Any], version: int, when: str) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def rule_json(rule_id: str, ref: str | None, content: Mapping[str, Any], version
         "enabled": content.get("enabled", True),
     }
     # As the product answers: an empty description is left out (rules-as-code clients compare it to an absent one).
-    for member in ("description", "action_parameters", "logging"):
+    for member in ("description", "action_parameters", "ratelimit", "logging"):
         if content.get(member) not in (None, ""):
             document[member] = content[member]
     return document

@@ -22,7 +22,7 @@ from edgeplane.api.endpoint import ApiRequest, ApiResult, ApiRoute, reject_unkno
 from edgeplane.api.errors import ApiError, bad_request, conflict, not_found
 from edgeplane.api.permissions import path_read, path_write
 from edgeplane.api.ruleset_validation import (
-    CUSTOM_PHASE,
+    CUSTOM_RULESET_PHASES,
     ENTRYPOINT_EXISTS,
     KINDS,
     MAX_DESCRIPTION,
@@ -202,8 +202,8 @@ def create_ruleset(request: ApiRequest) -> ApiResult:
     if kind == "custom":
         if scope.zone_id is not None:
             raise invalid("custom rulesets belong to an account: create them under /accounts/{account_id}", "/kind")
-        if phase != CUSTOM_PHASE:
-            raise invalid(f"custom rulesets are of phase {CUSTOM_PHASE}", "/phase")
+        if phase not in CUSTOM_RULESET_PHASES:
+            raise invalid(f"custom rulesets are of phase {' or '.join(CUSTOM_RULESET_PHASES)}", "/phase")
     elif kind != _entrypoint_kind(scope):
         raise invalid(f"a phase entrypoint here is of kind {_entrypoint_kind(scope)}", "/kind")
     elif find_entrypoint(request.session, zone_id=scope.zone_id, account_id=scope.account_id, phase=phase):
