@@ -318,6 +318,14 @@ def test_a_flood_of_distinct_keys_neither_grows_memory_nor_lets_a_heavy_key_thro
 # The owner of the memory
 
 
+def test_the_memfd_is_sealed_at_its_size(counters: RateCounters) -> None:
+    size = os.fstat(counters.fd).st_size
+    assert size == layout_size(64)
+    for wrong in (size - 1, size + 1):
+        with pytest.raises(PermissionError):
+            os.ftruncate(counters.fd, wrong)
+
+
 def test_the_default_table_is_about_16_mib() -> None:
     assert 16 * 2**20 <= layout_size(DEFAULT_SLOTS) < 17 * 2**20
 

@@ -15,6 +15,7 @@ those evictions (``RateTable.take_counts``).
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 from typing import Final
@@ -36,11 +37,14 @@ class RateCounters:
     @classmethod
     def create(cls, slots: int = DEFAULT_SLOTS) -> RateCounters:
         """A new, empty table of ``slots`` slots (a positive multiple of 8) under a random SipHash key, in a new
-        inheritable memfd. Raises ``ValueError`` for a bad slot count, ``OSError`` when the memory is refused."""
+        inheritable memfd sealed at its size. Raises ``ValueError`` for a bad slot count, ``OSError`` when the memory
+        is refused."""
         size = layout_size(slots)
-        fd = os.memfd_create("edgeplane-rate-counters", 0)
+        fd = os.memfd_create("edgeplane-rate-counters", os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
+            # Sealed at its size: a process that truncated it would kill every mapping's reader with SIGBUS.
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             os.set_inheritable(fd, True)
             mapping = mmap.mmap(fd, size)
         except BaseException:

@@ -36,6 +36,14 @@
    one aligned window no more than ``limit`` is let through, and over any span of one period no more than twice
    ``limit`` (``tests/test_rate_counters.py`` holds both as properties). Counts saturate at 2^64 - 1.
 
+   The calls (times in ms, all given): ``acquire`` checks and counts at once: 0 when allowed (the amount counted),
+   else the wait. Over the limit with a timeout, the key is blocked until now + timeout and every call until then
+   answers the block's time left; without one (throttle), refused requests are not counted and the answer is the
+   time until the estimate lets the amount through (at least 1; a period when the amount exceeds the limit, which
+   never fits). ``check`` answers as ``acquire`` without counting (it does start a block when it refuses with a
+   timeout), for rules that count after the answer with ``add``, which counts without deciding and starts the block
+   when the count passes the limit. All three find or claim the key's slot.
+
    Memory is the layout and nothing else. When a new key finds its bucket full (no free slot), the slot with the
    lowest estimated rate relative to its limit gives way (space-saving); a blocked slot gives way last. The new key
    inherits the evicted slot's counts when it is of the same rule, so eviction can make a key's count too high,
