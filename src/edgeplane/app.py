@@ -32,6 +32,7 @@ from edgeplane.edge.runtime import open_client_locator
 from edgeplane.listeners import asgi_server, bind_listener, join_listener
 from edgeplane.node_checks import NodeChecks, bus_check, children_check, database_check, node_checks_app
 from edgeplane.propagation.channel import bind_channel, channel_path
+from edgeplane.rate_counters import RateCounters
 from edgeplane.store.cluster_nodes import HEARTBEAT_SECONDS, NodeDescription, forget_node, record_heartbeat
 from edgeplane.store.database import Database, default_database_url
 from edgeplane.waf.catalogue import use_crs_rules_dir
@@ -94,34 +95,49 @@ def _log_child(settings: Settings, settings_file: Path, database_url: str) -> Ch
 
 
 def _listening_child(
-    name: str, command: list[str], sock: socket.socket, database_url: str, *, channel: socket.socket | None = None
+    name: str,
+    command: list[str],
+    sock: socket.socket,
+    database_url: str,
+    *,
+    channel: socket.socket | None = None,
+    counters: RateCounters | None = None,
 ) -> ChildProcess:
     """A child serving ``sock``, which it inherits as ``--fd`` (and ``channel``, the configuration channel's socket,
-    as ``--channel-fd``); this process keeps its copies open, so that connections made while the child restarts
-    wait for it rather than being refused."""
+    as ``--channel-fd``; ``counters``, the node's rate counters, as ``--rate-counters-fd``); this process keeps its
+    copies open, so that connections made while the child restarts wait for it rather than being refused, and a
+    restarted edge worker counts on where it left off."""
     inherited = [sock] if channel is None else [sock, channel]
     for each in inherited:
         each.set_inheritable(True)
     arguments = [*command, "--fd", str(sock.fileno())]
+    passed = [each.fileno() for each in inherited]
     if channel is not None:
         arguments += ["--channel-fd", str(channel.fileno())]
+    if counters is not None:
+        os.set_inheritable(counters.fd, True)
+        arguments += ["--rate-counters-fd", str(counters.fd)]
+        passed.append(counters.fd)
     return ChildProcess(
         name,
         lambda _first: arguments,
-        pass_fds=tuple(each.fileno() for each in inherited),
+        pass_fds=tuple(passed),
         env=_child_environment(database_url),
     )
 
 
-def _edge_workers(settings_file: Path, worker_sockets: list[socket.socket], database_url: str) -> list[ChildProcess]:
+def _edge_workers(
+    settings_file: Path, worker_sockets: list[socket.socket], database_url: str, counters: RateCounters
+) -> list[ChildProcess]:
     """One child per edge worker, each with its own gateway and its own listening socket on the edge port
-    (``join_listener``), among which the kernel spreads new connections."""
+    (``join_listener``), among which the kernel spreads new connections, and all with the node's rate counters."""
     return [
         _listening_child(
             f"edge-worker-{index}",
             _child_command("edge-worker", settings_file, "--worker", str(index)),
             sock,
             database_url,
+            counters=counters,
         )
         for index, sock in enumerate(worker_sockets)
     ]
@@ -244,7 +260,10 @@ async def serve(settings: Settings) -> None:
     worker_sockets = (
         [edge_socket, *(join_listener(edge_socket) for _ in range(workers - 1))] if edge_socket is not None else []
     )
-    edge_workers = _edge_workers(settings_file, worker_sockets, database.url)
+    # The node's rate counters (``edgeplane.rate_counters``): one table in shared memory for every edge worker, made
+    # here so that it outlives a worker's restart.
+    counters = RateCounters.create(settings.ratelimit.counter_slots) if serves_edge else None
+    edge_workers = _edge_workers(settings_file, worker_sockets, database.url, counters) if counters else []
     api = (
         _api(settings_file, api_socket, channel_socket, database.url)
         if api_socket is not None and channel_socket is not None

@@ -177,6 +177,9 @@ def edge_worker(
         str, typer.Option("--database-url", envvar="EDGEPLANE_DATABASE_URL", help=_DATABASE_URL_HELP)
     ],
     worker: Annotated[int, typer.Option("--worker", help="This worker's number (its log partition).")] = 1,
+    rate_counters_fd: Annotated[
+        int | None, typer.Option("--rate-counters-fd", help="The node's inherited rate counters.")
+    ] = None,
 ) -> None:
     """An edge worker process, started by `edgeplane serve` (not for direct use)."""
     import socket
@@ -187,7 +190,11 @@ def edge_worker(
     from edgeplane.edge.runtime import run_edge_worker
 
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run_edge_worker(settings, socket.socket(fileno=fd), database_url, worker=worker))
+        uvloop.run(
+            run_edge_worker(
+                settings, socket.socket(fileno=fd), database_url, worker=worker, rate_counters_fd=rate_counters_fd
+            )
+        )
 
 
 @app.command("api", hidden=True)

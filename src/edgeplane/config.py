@@ -348,6 +348,20 @@ class WafSettings(BaseModel):
     )
 
 
+class RateLimitSettings(BaseModel):
+    """The node's rate limiting counters (``docs/rate-limiting.md``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    counter_slots: int = Field(
+        default=262_144,
+        ge=1024,
+        le=16_777_216,
+        description="counters the node's shared table holds (64 bytes each, taken at start); when all are in use a "
+        "new key takes the place of the least loaded one of its bucket, and the eviction is counted",
+    )
+
+
 def redacted_url(url: str) -> str:
     """``url`` as it may be logged or shown: its scheme, host, port and path, and ``***@`` for the credentials it
     carries (``nats://user:password@host:port``, ``nats://token@host:port``, ``postgresql://user:password@…``),
@@ -468,6 +482,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     edge: EdgeSettings = Field(default_factory=EdgeSettings)
     waf: WafSettings = Field(default_factory=WafSettings)
+    ratelimit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     bus: BusSettings = Field(default_factory=BusSettings)
 
     @model_validator(mode="after")

@@ -71,3 +71,23 @@ UPSTREAM_HEAD = Gauge(
     ["network", "upstream"],
     multiprocess_mode="max",
 )
+
+RATELIMIT_ACTIONS = Counter(
+    "edgeplane_ratelimit_actions_total",
+    "Requests a rate limiting rule acted on (the request was over the rule's rate), by rule id and action (block, "
+    "a challenge answered as a block, or log).",
+    ["rule", "action"],
+)
+
+RATELIMIT_EVICTIONS = Counter(
+    "edgeplane_ratelimit_counter_evictions_total",
+    "Rate limiting counters given up for a new key because their bucket of the node's table was full (what gives "
+    "way first under a flood of distinct keys: the least loaded counter, whose count the new key inherits).",
+)
+
+RATELIMIT_COUNTERS = Gauge(
+    "edgeplane_ratelimit_counters",
+    "The node's rate limiting counter table: live (counters of keys seen within two periods) and slots (its size).",
+    ["kind"],
+    multiprocess_mode="max",
+)

@@ -38,6 +38,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+import structlog
+
 from edgeplane.body_document import BodyDocument, NotJson
 from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder
@@ -45,13 +47,22 @@ from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
 from edgeplane.edge.http_server import CONTENT_TYPE, HOST, EdgeRequest, EdgeResponse, jsonrpc_error
 from edgeplane.edge.request_log import RequestLog
+from edgeplane.gateway.request_facts import JsonRpcReader
 from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.jsonrpc.envelope import encode
 from edgeplane.jsonrpc.errors import INVALID_REQUEST
+from edgeplane.metrics import RATELIMIT_ACTIONS
+from edgeplane.rate_table import RateTable
 from edgeplane.rules import RequestFields
+from edgeplane.waf.events import recorded_action
 from edgeplane.waf.firewall import Verdict, scored_verdict
+from edgeplane.waf.rate_limits import SOURCE as RATELIMIT_SOURCE
+from edgeplane.waf.rate_limits import now_ms, origin_score
+
+log = structlog.get_logger(__name__)
 
 FIREWALL_BLOCKED: Final = -32003
+RATE_LIMITED: Final = -32005  # the JSON-RPC code nodes and hosted providers answer "limit exceeded" with
 
 _HEALTHY = EdgeResponse(200, b'{"status":"ok"}')
 _WRONG_METHOD_HEADERS = ((b"allow", b"POST"),)
@@ -78,9 +89,17 @@ class EdgeRouter:
         snapshots: SnapshotHolder[EdgeSnapshot],
         request_log: RequestLog | None = None,
         locator: ClientLocator | None = None,
+        *,
+        counters: RateTable | None = None,
+        jsonrpc_reader: JsonRpcReader | None = None,
     ) -> None:
-        """``locator`` finds the client's country and ASN; without one they are unknown."""
+        """``locator`` finds the client's country and ASN; without one they are unknown. ``counters``: the node's
+        rate counters; without them rate limiting rules do not run. ``jsonrpc_reader``: the gateway's reading of a
+        request as JSON-RPC for the firewall's ``edgeplane.jsonrpc.*`` fields (with its cost table); without one
+        the fields cost nothing."""
         self.gateway = gateway
+        self.counters = counters
+        self.jsonrpc_reader = jsonrpc_reader
         self.snapshots = snapshots
         self.request_log = request_log
         self.locator = locator or ClientLocator()
@@ -157,15 +176,24 @@ class EdgeRouter:
         firewall = snapshot.firewall(zone.zone_id) if zone is not None else None
         scored = zone is not None and zone.zone_id in snapshot.attack_score_zones
         if firewall is not None:
-            verdict = exchange.verdict = firewall.evaluate(self._fields(request, exchange, body), score=scored)
+            verdict = exchange.verdict = firewall.evaluate(
+                self._fields(request, exchange, body), score=scored, counters=self.counters
+            )
+            if verdict.matches and firewall.rate_limits:
+                _count_actions(verdict)
             if verdict.blocked:
                 exchange.rpc_method, exchange.rpc_requests = _asked(body)
                 if verdict.response is None:
-                    exchange.rpc_error_code = FIREWALL_BLOCKED
-                return _refusal(verdict, exchange.ray_id, body)
+                    exchange.rpc_error_code = RATE_LIMITED if verdict.rate_limited else FIREWALL_BLOCKED
+                refusal = _refusal(verdict, exchange.ray_id, body)
+                if verdict.pending:  # a later rule refused a request an earlier one counts by its answer
+                    self._count_answer(verdict, refusal.status, reached_origin=False)
+                return refusal
         elif scored:
             exchange.verdict = scored_verdict(self._fields(request, exchange, body))
         if exchange.refusal is not None:
+            if exchange.verdict.pending:
+                self._count_answer(exchange.verdict, exchange.refusal.status, reached_origin=False)
             return _with_ray(exchange.refusal, exchange.ray_id)
         answer = self.gateway.respond(exchange.network, body)
         if isinstance(answer, GatewayResponse):
@@ -182,7 +210,29 @@ class EdgeRouter:
         if answer.cache_status != "hit":
             exchange.origin_status = answer.status
             exchange.origin_duration_ms = (time.time_ns() - exchange.started_ns) // 1_000_000
+        if exchange.verdict.pending:
+            self._count_answer(exchange.verdict, answer.status, reached_origin=bool(answer.upstream))
         return EdgeResponse(answer.status, answer.body, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
+
+    def _count_answer(
+        self, verdict: Verdict, status: int, *, reached_origin: bool, headers: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> None:
+        """Counts what the rate limiting rules that count by the answer owe for this request: its answer's status
+        and headers set for their counting expressions, only when it reached a node for ``requests_to_origin``."""
+        counters = self.counters
+        if counters is None:
+            return
+        now = now_ms()
+        for pending in verdict.pending:
+            limit = pending.limit
+            if limit.requests_to_origin and not reached_origin:
+                continue
+            pending.request.set_response(status, headers)
+            score = origin_score(limit, headers) if limit.score_header else 0
+            try:
+                limit.count(counters, pending, score, now)
+            except Exception:  # a counting expression never raises; the table's errors are bugs, not the client's
+                log.exception("a rate limiting rule could not count an answer")
 
     def _start(self, request: EdgeRequest, started_ns: int) -> Exchange:
         """The request's exchange, started: its start time, a ray id, and the client's country and ASN."""
@@ -195,7 +245,7 @@ class EdgeRouter:
 
     def _fields(self, request: EdgeRequest, exchange: Exchange, body: BodyDocument) -> RequestFields:
         client_ip, client_port = request.client if request.client else ("", 0)
-        return RequestFields.from_http(
+        fields = RequestFields.from_http(
             method=request.method,
             scheme="http",
             host=exchange.host,
@@ -212,17 +262,39 @@ class EdgeRouter:
             asn=exchange.asn,
             ray_id=exchange.ray_id,
         )
+        if self.jsonrpc_reader is not None:
+            fields.jsonrpc_reader = self.jsonrpc_reader
+        return fields
 
 
 def _refusal(verdict: Verdict, ray_id: str, body: BodyDocument) -> EdgeResponse:
-    """The answer to a request the firewall blocked."""
-    ray_header = (b"cf-ray", ray_id.encode() + b"-EDG")
+    """The answer to a request the firewall blocked: the rule's custom response, or a JSON-RPC error (-32005 and
+    429 from a rate limiting rule, with ``Retry-After``; -32003 and 403 from any other)."""
+    headers: tuple[tuple[bytes, bytes], ...] = ((b"cf-ray", ray_id.encode() + b"-EDG"),)
+    retry_after = -(-verdict.retry_after_ms // 1000) if verdict.rate_limited else 0
+    if verdict.rate_limited:
+        headers += ((b"retry-after", str(max(1, retry_after)).encode()),)
     if verdict.response is not None:
         custom = verdict.response
-        return EdgeResponse(custom.status, custom.content, content_type=custom.content_type, headers=(ray_header,))
+        return EdgeResponse(custom.status, custom.content, content_type=custom.content_type, headers=headers)
+    if verdict.rate_limited:
+        limited = {
+            "code": RATE_LIMITED,
+            "message": "rate limited: too many requests",
+            "data": {"ray_id": ray_id, "retry_after_seconds": max(1, retry_after)},
+        }
+        answer = encode({"jsonrpc": "2.0", "id": _request_id(body), "error": limited})
+        return EdgeResponse(verdict.status, answer, headers=headers)
     error = {"code": FIREWALL_BLOCKED, "message": "request blocked by the firewall", "data": {"ray_id": ray_id}}
     answer = encode({"jsonrpc": "2.0", "id": _request_id(body), "error": error})
-    return EdgeResponse(verdict.status, answer, headers=(ray_header,))
+    return EdgeResponse(verdict.status, answer, headers=headers)
+
+
+def _count_actions(verdict: Verdict) -> None:
+    """Counts the rate limiting rules' actions in ``edgeplane_ratelimit_actions_total``."""
+    for match in verdict.matches:
+        if match.source == RATELIMIT_SOURCE:
+            RATELIMIT_ACTIONS.labels(match.rule_id, recorded_action(match.action)).inc()
 
 
 def _asked(body: BodyDocument) -> tuple[str, int]:

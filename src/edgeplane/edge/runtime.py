@@ -10,6 +10,7 @@ import signal
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Final
 
 import structlog
 
@@ -20,16 +21,21 @@ from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import HttpServer
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
+from edgeplane.gateway.method_costs import MethodCosts
 from edgeplane.gateway.policy import load_method_policy
+from edgeplane.gateway.request_facts import JsonRpcReader, known_heads
 from edgeplane.gateway.service import Gateway
 from edgeplane.gateway.upstream import UpstreamNode
 from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.logs.attack_score_jobs import logs_attack_scores
 from edgeplane.logs.partitions import journal_directory
 from edgeplane.logs.request_journal import RequestJournal
+from edgeplane.metrics import RATELIMIT_COUNTERS, RATELIMIT_EVICTIONS
 from edgeplane.propagation.channel import followed_channel
 from edgeplane.propagation.follower import ConfigurationFollower
+from edgeplane.rate_counters import RateCounters
 from edgeplane.store.database import Database
+from edgeplane.waf.rate_limits import now_ms
 
 log = structlog.get_logger(__name__)
 
@@ -91,7 +97,14 @@ class EdgeRuntime:
     locator: ClientLocator
 
     @classmethod
-    def build(cls, settings: Settings, snapshots: SnapshotHolder[EdgeSnapshot], *, worker: int) -> EdgeRuntime:
+    def build(
+        cls,
+        settings: Settings,
+        snapshots: SnapshotHolder[EdgeSnapshot],
+        *,
+        worker: int,
+        counters: RateCounters | None = None,
+    ) -> EdgeRuntime:
         """Builds the runtime and starts the pools' health checks (call from a running loop). Raises
         ``ClientDatabaseError`` (before starting anything) when a client location database cannot be opened."""
         locator = open_client_locator(settings)
@@ -105,7 +118,15 @@ class EdgeRuntime:
                 journal_directory(settings.data_dir, worker), max_backlog_bytes=settings.logs.retention_bytes
             )
             request_log = RequestLog(journal)
-        router = EdgeRouter(gateway, snapshots, request_log, locator)
+        reader = JsonRpcReader(MethodCosts.from_settings(settings.gateway.costs), known_heads(pools))
+        router = EdgeRouter(
+            gateway,
+            snapshots,
+            request_log,
+            locator,
+            counters=counters.table if counters else None,
+            jsonrpc_reader=reader,
+        )
         edge = settings.edge
         server = HttpServer(
             router,
@@ -131,11 +152,20 @@ class EdgeRuntime:
         self.locator.close()
 
 
-async def run_edge_worker(settings: Settings, listener: socket.socket, database_url: str, *, worker: int) -> None:
-    """An edge worker process: serves ``listener`` until SIGINT or SIGTERM."""
+async def run_edge_worker(
+    settings: Settings, listener: socket.socket, database_url: str, *, worker: int, rate_counters_fd: int | None = None
+) -> None:
+    """An edge worker process: serves ``listener`` until SIGINT or SIGTERM. ``rate_counters_fd``: the node's rate
+    counters, shared with the other workers (without it, a table of this worker's own)."""
     database = Database(database_url)
     snapshots = SnapshotHolder(await asyncio.to_thread(read_worker_snapshot, database))
-    runtime = EdgeRuntime.build(settings, snapshots, worker=worker)
+    counters = (
+        RateCounters.attach(rate_counters_fd)
+        if rate_counters_fd is not None
+        else RateCounters.create(settings.ratelimit.counter_slots)
+    )
+    runtime = EdgeRuntime.build(settings, snapshots, worker=worker, counters=counters)
+    reporting = asyncio.create_task(_report_counters(counters))
     following = ConfigurationFollower(
         database,
         snapshots,
@@ -152,8 +182,25 @@ async def run_edge_worker(settings: Settings, listener: socket.socket, database_
     try:
         await runtime.server.serve(listener)
     finally:
-        follower.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await follower
+        for task in (follower, reporting):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await runtime.close()
         database.close()
+
+
+COUNTER_REPORT_SECONDS: Final = 10.0
+
+
+async def _report_counters(counters: RateCounters) -> None:
+    """Publishes the rate counter table's state every ``COUNTER_REPORT_SECONDS``: its evictions (each worker takes
+    those made since the last report, so they add up across workers once) and how many counters are live."""
+    table = counters.table
+    RATELIMIT_COUNTERS.labels("slots").set(table.slots)
+    while True:
+        await asyncio.sleep(COUNTER_REPORT_SECONDS)
+        evictions, _saturations = table.take_counts()
+        if evictions:
+            RATELIMIT_EVICTIONS.inc(evictions)
+        RATELIMIT_COUNTERS.labels("live").set(table.occupied(now_ms()))

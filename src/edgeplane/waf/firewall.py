@@ -1,14 +1,15 @@
 """The ruleset engine: a zone's firewall phases compiled once into a ``Firewall`` that evaluates requests.
 
 ``compile_firewall(phases, previous=..., rulesets=...)`` takes the entrypoint rules (v4 rule objects, as the Rulesets
-API stores them) of the phases ``http_request_firewall_custom`` and ``http_request_firewall_managed``. A phase's value
+API stores them) of the phases ``http_request_firewall_custom``, ``http_ratelimit`` and
+``http_request_firewall_managed``. A phase's value
 is either one entrypoint's list of rules, or a list of ``Entrypoint`` (the account's entrypoint first, then the
 zone's), which run one after the other. ``previous`` is the previous (package-based) WAF expressed as rules of the same
 shape; it runs as a last stage, after the managed phase, and its events have the source ``waf``. ``rulesets`` holds
 the rules of the account's custom rulesets by id, for ``execute`` rules that run them.
 
-What ``Firewall.evaluate`` does with a request, in order: the custom phase, the managed phase, the previous WAF.
-In each entrypoint, rules run in order, and a rule whose expression is true acts:
+What ``Firewall.evaluate`` does with a request, in order: the custom phase, the rate limiting phase, the managed
+phase, the previous WAF. In each entrypoint, rules run in order, and a rule whose expression is true acts:
 
 - ``block``, ``challenge``, ``js_challenge``, ``managed_challenge``: terminating. Evaluation ends; the request is
   answered 403 (no challenge can be served here, so a challenge is answered as a block), or with the rule's custom
@@ -22,6 +23,11 @@ In each entrypoint, rules run in order, and a rule whose expression is true acts
   ``overrides`` (see ``overrides.py``). Inside the Core Ruleset, rules with the action ``score`` add their severity's
   anomaly score (critical 5, error 4, warning 3, notice 2) and are not recorded on their own; the score rule (the one
   with a ``score_threshold``) acts when the sum reaches its threshold, and its record lists the contributing rules.
+
+A rate limiting rule (``edgeplane.waf.rate_limits``) whose expression is true counts the request in the node's
+counters (``evaluate(..., counters=)``; without them the phase does not run) and acts only when its key is over the
+rate: its ``block`` is answered 429 unless the rule has a custom response, and the verdict carries when the client may
+try again (``retry_after_ms``) and the counts owed once the answer is known (``pending``).
 
 The first terminating action wins; every recorded match is in the verdict.
 
@@ -56,6 +62,7 @@ from typing import Any, Final
 import structlog
 from prometheus_client import Counter
 
+from edgeplane.rate_table import RateTable
 from edgeplane.rules import Expression, RequestFields, RulesError, compile_expression
 from edgeplane.seclang import Evaluation
 from edgeplane.waf.attack_scores import AttackScores, attack_scorer
@@ -70,15 +77,24 @@ from edgeplane.waf.core_ruleset import CoreRuleSet, CoreRuleSetUnavailable, core
 from edgeplane.waf.errors import UnknownPhaseError
 from edgeplane.waf.multipattern import PatternIndex
 from edgeplane.waf.overrides import SCORE_ACTION, Overrides
+from edgeplane.waf.rate_limit_spec import RateLimitError, parse_rate_limit
+from edgeplane.waf.rate_limits import DEFAULT_STATUS as RATELIMIT_STATUS
+from edgeplane.waf.rate_limits import PHASE as RATELIMIT_PHASE
+from edgeplane.waf.rate_limits import SOURCE as RATELIMIT_SOURCE
+from edgeplane.waf.rate_limits import PendingCount, RateLimit, compile_rate_limit, now_ms
 
 log = structlog.get_logger(__name__)
 
 CUSTOM_PHASE: Final = "http_request_firewall_custom"
 MANAGED_PHASE: Final = "http_request_firewall_managed"
-PHASES: Final = (CUSTOM_PHASE, MANAGED_PHASE)
+PHASES: Final = (CUSTOM_PHASE, RATELIMIT_PHASE, MANAGED_PHASE)  # Cloudflare's order
 PREVIOUS_STAGE: Final = "previous_waf"  # the name the previous WAF's stage has in ``Match.phase``
 
-SOURCES: Final[Mapping[str, str]] = {CUSTOM_PHASE: "firewallCustom", MANAGED_PHASE: "firewallManaged"}
+SOURCES: Final[Mapping[str, str]] = {
+    CUSTOM_PHASE: "firewallCustom",
+    RATELIMIT_PHASE: RATELIMIT_SOURCE,
+    MANAGED_PHASE: "firewallManaged",
+}
 PREVIOUS_SOURCE: Final = "waf"
 PREVIOUS_PRODUCT: Final = "waf"
 
@@ -143,6 +159,8 @@ class Verdict:
     terminal: Match | None = None
     response: BlockResponse | None = None
     scores: AttackScores | None = None  # the attack scores, when they were computed for the request
+    retry_after_ms: int = 0  # a rate limiting rule's refusal: when the client may try again
+    pending: tuple[PendingCount, ...] = ()  # rate limiting counts owed once the answer is known
 
     @property
     def blocked(self) -> bool:
@@ -156,8 +174,16 @@ class Verdict:
 
     @property
     def status(self) -> int:
-        """The HTTP status of the refusal (meaningful when ``blocked``)."""
-        return self.response.status if self.response is not None else BLOCK_STATUS
+        """The HTTP status of the refusal (meaningful when ``blocked``): a custom response's, 429 for a rate
+        limiting rule's, else 403."""
+        if self.response is not None:
+            return self.response.status
+        return RATELIMIT_STATUS if self.rate_limited else BLOCK_STATUS
+
+    @property
+    def rate_limited(self) -> bool:
+        """Whether a rate limiting rule refused the request."""
+        return self.terminal is not None and self.terminal.source == RATELIMIT_SOURCE
 
 
 ALLOWED: Final = Verdict()
@@ -186,6 +212,7 @@ class _Rule:
     response: BlockResponse | None = None
     skip: _Skip | None = None
     execute: _Ruleset | None = None
+    limit: RateLimit | None = None  # a rate limiting rule's
 
 
 @dataclass(slots=True)
@@ -236,10 +263,14 @@ class _Run:
 
     __slots__ = (
         "candidates",
+        "counters",
         "matches",
+        "now_ms",
+        "pending",
         "phase",
         "request",
         "response",
+        "retry_after_ms",
         "skipped_phases",
         "skipped_products",
         "skipped_rules",
@@ -248,8 +279,12 @@ class _Run:
         "terminal",
     )
 
-    def __init__(self, request: RequestFields, candidates: set[int] | None) -> None:
+    def __init__(self, request: RequestFields, candidates: set[int] | None, counters: RateTable | None) -> None:
         self.request = request
+        self.counters = counters  # the node's rate counters; None: rate limiting rules do not run
+        self.now_ms = 0  # read once the first rate limiting rule matches
+        self.pending: list[PendingCount] = []
+        self.retry_after_ms = 0
         self.candidates = candidates  # None: every rule is a candidate (the index could not be read)
         self.source = ""
         self.phase = ""
@@ -286,15 +321,19 @@ class Firewall:
         self.rule_count = size
         self._attack_scorer = functools.partial(_attack_scores, core)
         self._reads_scores = reads_scores
+        # Whether a rate limiting rule runs (the edge counts their actions in its metrics only then).
+        self.rate_limits = any(stage.phase == RATELIMIT_PHASE for stage in stages)
 
     @property
     def empty(self) -> bool:
         """Whether no rule can ever match (nothing to evaluate)."""
         return self.rule_count == 0
 
-    def evaluate(self, request: RequestFields, *, score: bool = False) -> Verdict:
-        """Runs the phases on ``request``: the verdict (``ALLOWED`` when nothing matched and no attack score was
-        computed). With ``score`` the attack scores are computed whether or not a rule read them. Never raises."""
+    def evaluate(self, request: RequestFields, *, score: bool = False, counters: RateTable | None = None) -> Verdict:
+        """Runs the phases on ``request``: the verdict (``ALLOWED`` when nothing matched, no attack score was
+        computed and no count is owed). With ``score`` the attack scores are computed whether or not a rule read
+        them. ``counters``: the node's rate counters, which the rate limiting rules count in (without them those
+        rules do not run). Never raises."""
         reads_scores = self._reads_scores
         if score or reads_scores:  # otherwise nothing reads them: a request pays nothing for the scores
             request.attack_scorer = self._attack_scorer
@@ -305,7 +344,7 @@ class Firewall:
         except Exception:
             _INDEX_FAILURES.inc()  # not logged: it would be once per request
             candidates = None
-        run = _Run(request, candidates)
+        run = _Run(request, candidates, counters)
         for stage in self._stages:
             if stage.phase in run.skipped_phases:
                 continue
@@ -315,9 +354,16 @@ class Firewall:
             if any(self._run(entrypoint, run) for entrypoint in stage.entrypoints):
                 break
         scores = _scores(request) if score or (reads_scores and request.attack_scores_computed) else None
-        if not run.matches and scores is None:
+        if not run.matches and scores is None and not run.pending:
             return ALLOWED
-        return Verdict(matches=tuple(run.matches), terminal=run.terminal, response=run.response, scores=scores)
+        return Verdict(
+            matches=tuple(run.matches),
+            terminal=run.terminal,
+            response=run.response,
+            scores=scores,
+            retry_after_ms=run.retry_after_ms,
+            pending=tuple(run.pending),
+        )
 
     def _run(self, ruleset: _Ruleset, run: _Run) -> bool:
         """Runs one ruleset; True when a terminating action ended evaluation."""
@@ -360,6 +406,12 @@ class Firewall:
                 metadata = {"score": str(score), "threshold": str(threshold), "rules": " ".join(contributors)}
                 if ruleset.core is not None:
                     metadata["crs_rules"] = " ".join(_crs_ids(ruleset.core, contributors))
+            limit = rule.limit
+            if limit is not None:
+                wait = _rate_limited(limit, run)
+                if not wait:
+                    continue
+                metadata = {"retry_after_ms": str(wait)}
             match = Match(rule.id, ruleset.id, rule.ref, rule.description, action, run.source, run.phase, metadata)
             if action == "skip":
                 if rule.logging:
@@ -468,6 +520,26 @@ def _crs_ids(core: _CorePlan, rule_ids: list[str]) -> list[str]:
     return [by_id.get(rule_id, rule_id) for rule_id in rule_ids]
 
 
+def _rate_limited(limit: RateLimit, run: _Run) -> int:
+    """Counts a request a rate limiting rule's expression matched: the wait before it would be let through, 0 when it
+    is under the rate (or no counters run here)."""
+    counters = run.counters
+    if counters is None:
+        return 0
+    if not run.now_ms:
+        run.now_ms = now_ms()
+    try:
+        wait, pending = limit.decide(counters, run.request, run.now_ms)
+    except Exception:
+        _BROKEN_AT_EVALUATION.inc()
+        return 0
+    if pending is not None:
+        run.pending.append(pending)
+    if wait:
+        run.retry_after_ms = max(run.retry_after_ms, wait)
+    return wait
+
+
 def _apply_skip(skip: _Skip, run: _Run) -> None:
     run.skipped_rulesets |= skip.rulesets
     if skip.rules:
@@ -537,8 +609,12 @@ class _Compiler:
             if not isinstance(document, Mapping) or document.get("enabled", True) is False:
                 continue
             where = f"{phase} rule {position} ({document.get('id') or 'no id'})"
+            limit = self._rate_limit(document, entry.ruleset_id, where) if phase == RATELIMIT_PHASE else None
+            if phase == RATELIMIT_PHASE and limit is None:
+                continue
             rule = self._user_rule(document, where, nested=False)
             if rule is not None:
+                rule.limit = limit
                 ruleset.rules.append(rule)
         return ruleset
 
@@ -577,6 +653,20 @@ class _Compiler:
         if action == "block":
             rule.response = _response(parameters.get("response"))
         return rule
+
+    def _rate_limit(self, document: Mapping[str, Any], ruleset_id: str, where: str) -> RateLimit | None:
+        """The rate limit of a rule of the rate limiting phase, or None (a problem) when its action or its
+        ``ratelimit`` is not one such a rule may have."""
+        action = document.get("action")
+        if not isinstance(action, str) or (action not in TERMINATING_ACTIONS and action != "log"):
+            self._problem(f"{where}: action {action!r} is not one of a rate limiting rule")
+            return None
+        try:
+            spec = parse_rate_limit(document.get("ratelimit"), action)
+            return compile_rate_limit(spec, ruleset_id=ruleset_id, rule_id=str(document.get("id") or ""))
+        except (RateLimitError, RulesError, ValueError) as error:
+            self._problem(f"{where}: {error}")
+            return None
 
     def _execute(self, parameters: Mapping[str, Any], where: str) -> _Ruleset | None:
         ruleset_id = parameters.get("id")

@@ -161,7 +161,7 @@ def characteristic_field(text: str) -> tuple[str, str | None]:
     raise _unknown(text)
 
 
-def parse_rate_limit(document: Mapping[str, Any], action: str) -> RateLimitSpec:
+def parse_rate_limit(document: object, action: str) -> RateLimitSpec:
     """The ``RateLimitSpec`` of a rule's ``ratelimit`` object (any JSON value is accepted as input), for a rule
     whose action is ``action``. Raises ``RateLimitError`` with the code and the member's pointer (see the module
     docstring) for the first problem found, in this order: the object and its members' types, the
@@ -216,8 +216,8 @@ def parse_rate_limit(document: Mapping[str, Any], action: str) -> RateLimitSpec:
 
 def _check_counting_expression(text: str) -> None:
     """Raises ``RulesError`` unless ``text`` is a valid counting expression: the one place that says which fields a
-    counting expression may read."""
-    check_expression(text)
+    counting expression may read: the request's and the answer's (``http.response.*``)."""
+    check_expression(text, response=True)
 
 
 def _counting_expression(text: str) -> None:
