@@ -1,11 +1,10 @@
 // Security → WAF → Rate limiting rules: the rules of the zone's http_ratelimit entrypoint; list, add, edit (the form
-// in place of the list), delete (asked first). A WAF tab like Custom rules: nothing is checked here, the API refuses
+// in place of the list), delete (asked first). A WAF tab (waf_rule_tab.js) like Custom rules: nothing is checked here, the API refuses
 // what cannot run (codes 20010-20017 for the ratelimit object, 20001 for the response, 20002 for the expression) and
 // each refusal is shown under the field its source.pointer names, else at the top of the form.
-import { v4 } from "../api.js";
-import { h, confirmDeletion, errorBox, field, pageHead } from "../dom.js";
-import { formPlace } from "../in_place_form.js";
-import { readEntrypoint, selectField, textareaField, writeEntrypoint } from "./waf_entrypoint.js";
+import { h, errorBox, field } from "../dom.js";
+import { selectField, textareaField } from "./waf_entrypoint.js";
+import { ruleLabel, ruleTab } from "./waf_rule_tab.js";
 
 export const RATELIMIT_PHASE = "http_ratelimit";
 
@@ -34,12 +33,9 @@ const CONTENT_TYPES = [
   ["text/html", "text/html"],
   ["text/xml", "text/xml"],
 ];
+const DELETED = "Its counters stop at once and the requests it limited pass.";
 // The members of ratelimit the form edits; any other member a rule has (a score budget) is kept as it is.
 const FORM_MEMBERS = ["characteristics", "period", "requests_per_period", "mitigation_timeout", "counting_expression"];
-
-function ruleLabel(rule) {
-  return rule.description ? `rule “${rule.description}”` : `rule ${rule.id}`;
-}
 
 function periodText(seconds) {
   const known = PERIODS.find(([value]) => value === seconds);
@@ -78,30 +74,8 @@ function pointedMember(item) {
 /** The Rate limiting rules tab of `context.zone`. */
 export async function rateLimitingRulesTab(context) {
   const { zone } = context;
-  const root = h("div", { className: "waf-rate-limits" });
-  const status = h("p", { className: "status", role: "status" });
-  const errors = h("div", { className: "errors" });
-  const listHolder = h("div", {});
-  const addButton = h("button", { type: "button", className: "primary", onclick: () => openEditor(null) }, "Add rate limiting rule");
-  const head = pageHead(
-    null,
-    "Rates per client, key or method: over its rate, a rule acts. They run after the custom rules.",
-    addButton,
-  );
-  const place = formPlace(head.tools, errors, listHolder);
-  let entrypoint = null;
 
-  async function reload() {
-    errors.replaceChildren();
-    try {
-      entrypoint = await readEntrypoint(zone, RATELIMIT_PHASE);
-      listHolder.replaceChildren(ruleTable(entrypoint ? entrypoint.rules || [] : []));
-    } catch (error) {
-      errors.replaceChildren(errorBox(error));
-    }
-  }
-
-  function ruleTable(rules) {
+  function ruleTable(rules, tab) {
     if (rules.length === 0) return h("p", {}, `No rate limiting rules in ${zone.name} yet.`);
     return h(
       "table",
@@ -112,11 +86,11 @@ export async function rateLimitingRulesTab(context) {
         {},
         h("tr", {}, ["Rule", "Expression", "Counted per", "Rate", "Action", "State", "Actions"].map((title) => h("th", { scope: "col" }, title))),
       ),
-      h("tbody", {}, rules.map(ruleRow)),
+      h("tbody", {}, rules.map((rule) => ruleRow(rule, tab))),
     );
   }
 
-  function ruleRow(rule) {
+  function ruleRow(rule, tab) {
     const label = ruleLabel(rule);
     const ratelimit = rule.ratelimit || {};
     return h(
@@ -135,14 +109,13 @@ export async function rateLimitingRulesTab(context) {
       h(
         "td",
         { "data-title": "Actions", className: "actions" },
-        h("button", { type: "button", "aria-label": `Edit ${label}`, onclick: () => openEditor(rule) }, "Edit"),
-        h("button", { type: "button", className: "danger", "aria-label": `Delete ${label}`, onclick: () => confirmDelete(rule) }, "Delete"),
+        h("button", { type: "button", "aria-label": `Edit ${label}`, onclick: () => tab.edit(rule) }, "Edit"),
+        h("button", { type: "button", className: "danger", "aria-label": `Delete ${label}`, onclick: () => tab.remove(rule, DELETED) }, "Delete"),
       ),
     );
   }
 
-  function openEditor(rule) {
-    status.textContent = ""; // the last outcome is not this edit's
+  function ruleEditor(rule, tab) {
     const ratelimit = rule ? rule.ratelimit || {} : {};
     const response = (rule && rule.action_parameters && rule.action_parameters.response) || {};
     const formErrors = h("div", { className: "errors" });
@@ -295,17 +268,10 @@ export async function rateLimitingRulesTab(context) {
           showRefusal(null);
           const body = ruleBody();
           try {
-            if (rule) await v4("PATCH", `/zones/${zone.id}/rulesets/${entrypoint.id}/rules/${rule.id}`, body);
-            else if (entrypoint) await v4("POST", `/zones/${zone.id}/rulesets/${entrypoint.id}/rules`, body);
-            else await writeEntrypoint(zone, RATELIMIT_PHASE, [body]);
+            await tab.save(rule, body);
           } catch (error) {
             showRefusal(error);
-            return;
           }
-          place.close();
-          await reload();
-          addButton.focus();
-          status.textContent = `Saved ${ruleLabel(body)}`; // once the list shows it
         },
       },
       h("h2", { id: "rate-limit-editor-heading", tabindex: "-1" }, rule ? `Edit ${ruleLabel(rule)}` : "Add rate limiting rule"),
@@ -319,27 +285,19 @@ export async function rateLimitingRulesTab(context) {
         { className: "buttons" },
         h("span", { className: "field inline" }, enabled, h("label", { for: "rate-limit-enabled" }, "Enabled")),
         h("button", { type: "submit", className: "primary" }, "Save"),
-        h("button", { type: "button", onclick: () => place.close() }, "Cancel"),
+        h("button", { type: "button", onclick: () => tab.close() }, "Cancel"),
       ),
     );
-    place.open(form);
-    form.querySelector("h2").focus();
+    return form;
   }
 
-  function confirmDelete(rule) {
-    const label = ruleLabel(rule);
-    confirmDeletion(root, {
-      name: label,
-      consequence: "Its counters stop at once and the requests it limited pass.",
-      remove: () => v4("DELETE", `/zones/${zone.id}/rulesets/${entrypoint.id}/rules/${rule.id}`),
-      done: async () => {
-        status.textContent = `Deleted ${label}`;
-        await reload();
-      },
-    });
-  }
-
-  root.append(head, status, place.element, errors, listHolder);
-  await reload();
-  return root;
+  return ruleTab({
+    zone,
+    phase: RATELIMIT_PHASE,
+    className: "waf-rate-limits",
+    description: "Rates per client, key or method: over its rate, a rule acts. They run after the custom rules.",
+    addLabel: "Add rate limiting rule",
+    list: ruleTable,
+    editor: ruleEditor,
+  });
 }
