@@ -1,13 +1,15 @@
 // Security → WAF: the zone's managed rules (with the migration from the previous WAF while the zone has not finished
-// it) and its custom rules, as tabs of one page. Each tab is its own module, a function of the context to its panel's
+// it), its custom rules and its rate limiting rules, as tabs of one page. Each tab is its own module, a function of the context to its panel's
 // content; this one only switches between them (a new tab is one more entry of TABS).
 import { h, errorBox, pageHead } from "../dom.js";
 import { customRulesTab } from "./waf_custom.js";
 import { managedRulesTab } from "./waf_managed.js";
+import { rateLimitingRulesTab } from "./waf_rate_limits.js";
 
 const TABS = [
   { id: "managed", title: "Managed rules", render: managedRulesTab },
   { id: "custom", title: "Custom rules", render: customRulesTab },
+  { id: "rate-limits", title: "Rate limiting rules", render: rateLimitingRulesTab },
 ];
 let chosenTab = "managed";
 
@@ -60,7 +62,7 @@ export async function wafPage(context) {
   }
 
   section.append(
-    pageHead(heading, `The web application firewall of ${zone.name}: managed rulesets and your own rules, through the Rulesets API.`),
+    pageHead(heading, `The web application firewall of ${zone.name}: managed rulesets, your own rules and rate limits, through the Rulesets API.`),
     h("div", { role: "tablist", "aria-label": "WAF", className: "tabs" }, tabButtons),
     panel,
   );

@@ -1,11 +1,11 @@
 // Security → WAF → Custom rules: the rules of the zone's http_request_firewall_custom entrypoint; list, add, edit
 // (the form in place of the list), delete (asked first, in a dialog). The expression is checked by the API only: its
-// refusal (code 20002, with the position) is shown under the expression field. The pattern of a WAF tab: a head with
-// what the tab holds and its "Add" button, the status of the last change, the list, the form in its place.
-import { v4 } from "../api.js";
-import { h, confirmDeletion, errorBox, field, pageHead } from "../dom.js";
-import { formPlace } from "../in_place_form.js";
-import { CUSTOM_PHASE, readEntrypoint, selectField, textareaField, writeEntrypoint } from "./waf_entrypoint.js";
+// refusal (code 20002, with the position) is shown under the expression field. The pattern of a WAF tab
+// (waf_rule_tab.js): a head with what the tab holds and its "Add" button, the status of the last change, the list, the
+// form in its place.
+import { h, errorBox, field } from "../dom.js";
+import { CUSTOM_PHASE, selectField, textareaField } from "./waf_entrypoint.js";
+import { ruleLabel, ruleTab } from "./waf_rule_tab.js";
 
 const ACTIONS = [
   ["block", "Block"],
@@ -16,10 +16,6 @@ const ACTIONS = [
   ["skip", "Skip"],
 ];
 
-function ruleLabel(rule) {
-  return rule.description ? `rule “${rule.description}”` : `rule ${rule.id}`;
-}
-
 /** The member an API error points at: the last segment of its `source.pointer` (`/rules/0/expression` → expression). */
 function pointedMember(item) {
   return item.source && item.source.pointer ? item.source.pointer.split("/").pop() : null;
@@ -28,41 +24,19 @@ function pointedMember(item) {
 /** The Custom rules tab of `context.zone`. */
 export async function customRulesTab(context) {
   const { zone } = context;
-  const root = h("div", { className: "waf-custom" });
-  const status = h("p", { className: "status", role: "status" });
-  const errors = h("div", { className: "errors" });
-  const listHolder = h("div", {});
-  const addButton = h("button", { type: "button", className: "primary", onclick: () => openEditor(null) }, "Add custom rule");
-  const head = pageHead(
-    null,
-    "Your own rules, run before the managed rules: each matches requests with an expression and acts on them.",
-    addButton,
-  );
-  const place = formPlace(head.tools, errors, listHolder);
-  let entrypoint = null;
 
-  async function reload() {
-    errors.replaceChildren();
-    try {
-      entrypoint = await readEntrypoint(zone, CUSTOM_PHASE);
-      listHolder.replaceChildren(ruleTable(entrypoint ? entrypoint.rules || [] : []));
-    } catch (error) {
-      errors.replaceChildren(errorBox(error));
-    }
-  }
-
-  function ruleTable(rules) {
+  function ruleTable(rules, tab) {
     if (rules.length === 0) return h("p", {}, `No custom rules in ${zone.name} yet.`);
     return h(
       "table",
       { className: "custom-rules" },
       h("caption", {}, `Custom rules of ${zone.name}, in the order they run`),
       h("thead", {}, h("tr", {}, ["Rule", "Expression", "Action", "State", "Actions"].map((title) => h("th", { scope: "col" }, title)))),
-      h("tbody", {}, rules.map(ruleRow)),
+      h("tbody", {}, rules.map((rule) => ruleRow(rule, tab))),
     );
   }
 
-  function ruleRow(rule) {
+  function ruleRow(rule, tab) {
     const label = ruleLabel(rule);
     const rowErrors = h("div", { className: "errors" });
     return h(
@@ -76,14 +50,17 @@ export async function customRulesTab(context) {
         "td",
         { "data-title": "Actions", className: "actions" },
         rowErrors,
-        h("button", { type: "button", "aria-label": `Edit ${label}`, onclick: () => openEditor(rule) }, "Edit"),
-        h("button", { type: "button", className: "danger", "aria-label": `Delete ${label}`, onclick: () => confirmDelete(rule) }, "Delete"),
+        h("button", { type: "button", "aria-label": `Edit ${label}`, onclick: () => tab.edit(rule) }, "Edit"),
+        h(
+          "button",
+          { type: "button", className: "danger", "aria-label": `Delete ${label}`, onclick: () => tab.remove(rule, "It stops running at once.") },
+          "Delete",
+        ),
       ),
     );
   }
 
-  function openEditor(rule) {
-    status.textContent = ""; // the last outcome is not this edit's
+  function ruleEditor(rule, tab) {
     const formErrors = h("div", { className: "errors" });
     const description = field({ label: "Rule name (description)", name: "description", value: rule ? rule.description || "" : "", maxlength: "500" });
     const expression = textareaField({
@@ -133,17 +110,10 @@ export async function customRulesTab(context) {
             enabled: enabled.checked,
           };
           try {
-            if (rule) await v4("PATCH", `/zones/${zone.id}/rulesets/${entrypoint.id}/rules/${rule.id}`, body);
-            else if (entrypoint) await v4("POST", `/zones/${zone.id}/rulesets/${entrypoint.id}/rules`, body);
-            else await writeEntrypoint(zone, CUSTOM_PHASE, [body]);
+            await tab.save(rule, body);
           } catch (error) {
             showRefusal(error);
-            return;
           }
-          place.close();
-          await reload();
-          addButton.focus();
-          status.textContent = `Saved ${ruleLabel(body)}`; // once the list shows it
         },
       },
       h("h2", { id: "custom-editor-heading", tabindex: "-1" }, rule ? `Edit ${ruleLabel(rule)}` : "Add custom rule"),
@@ -156,27 +126,19 @@ export async function customRulesTab(context) {
         "div",
         { className: "buttons" },
         h("button", { type: "submit", className: "primary" }, "Save"),
-        h("button", { type: "button", onclick: () => place.close() }, "Cancel"),
+        h("button", { type: "button", onclick: () => tab.close() }, "Cancel"),
       ),
     );
-    place.open(form);
-    form.querySelector("h2").focus();
+    return form;
   }
 
-  function confirmDelete(rule) {
-    const label = ruleLabel(rule);
-    confirmDeletion(root, {
-      name: label,
-      consequence: "It stops running at once.",
-      remove: () => v4("DELETE", `/zones/${zone.id}/rulesets/${entrypoint.id}/rules/${rule.id}`),
-      done: async () => {
-        status.textContent = `Deleted ${label}`;
-        await reload();
-      },
-    });
-  }
-
-  root.append(head, status, place.element, errors, listHolder);
-  await reload();
-  return root;
+  return ruleTab({
+    zone,
+    phase: CUSTOM_PHASE,
+    className: "waf-custom",
+    description: "Your own rules, run before the managed rules: each matches requests with an expression and acts on them.",
+    addLabel: "Add custom rule",
+    list: ruleTable,
+    editor: ruleEditor,
+  });
 }
