@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from edgeplane.rate_counters import DEFAULT_SLOTS, RateCounters
 from edgeplane.rate_table import HEADER_SIZE, SLOT_SIZE, TAKEOVER_MS, RateTable, layout_size, siphash24
+from edgeplane.waf.rate_limits import MACHINE_CLOCK
 from tests.support.rate_table_model import (
     LOCK_OFFSET,
     RateTableModel,
@@ -374,3 +375,17 @@ def test_attach_refuses_a_memfd_without_a_table() -> None:
             RateCounters.attach(fd)
     finally:
         os.close(fd)
+
+
+def test_the_machine_clock_is_the_time_the_edge_gives() -> None:
+    """``MACHINE_CLOCK`` as ``now_ms`` is the machine's monotonic clock, read by the table: the same time as a
+    caller's own reading of it."""
+    counters = RateCounters.create(1024)
+    try:
+        table = counters.table
+        assert table.acquire(9, ("k",), 600_000, 1, 1, 0, MACHINE_CLOCK) == 0
+        now = time.monotonic_ns() // 1_000_000
+        assert table.acquire(9, ("k",), 600_000, 1, 1, 0, now) > 0  # counted in the window the clock is in
+        assert table.occupied(MACHINE_CLOCK) == 1
+    finally:
+        counters.close()

@@ -21,8 +21,9 @@
    bucket only: the bucket's spinlock, 0 when free, else the owner's monotonic clock in ms (mod 2^32, never 0). A
    lock held longer than TAKEOVER_MS is taken over, so a worker killed inside the few instructions of a bucket's
    update cannot freeze the node's counting; the price is that a live owner preempted for that long inside its
-   update races with the taker (one count may be lost or doubled). The lock alone uses the machine's clock; the
-   counting uses the ``now_ms`` its callers give, so that tests control time.
+   update races with the taker (one count may be lost or doubled). The lock always uses the machine's clock; the
+   counting uses the ``now_ms`` its callers give, so that tests control time, and a ``now_ms`` of 2^63 - 1 is
+   the machine's monotonic clock read here (the edge's case: a clock read in C costs a fraction of one in Python).
 
    Keys: SipHash-2-4 under the table's key over the rule id (u32 little-endian) and each characteristic value as a
    tag byte (1 text, as UTF-8; 2 bytes), its length (u64 little-endian) and its bytes: the length prefix keeps
@@ -206,6 +207,13 @@ static int key_hash(const uint8_t key[16], uint32_t rule, PyObject *values, uint
     }
     *hash = sip_finish(&s);
     return 0;
+}
+
+/* The machine's monotonic clock in ms: the counters' time when the caller gives 2^63 - 1. */
+static inline int64_t monotonic_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + (int64_t)now.tv_nsec / 1000000;
 }
 
 /* The bucket lock. */
@@ -486,7 +494,7 @@ static int parse_request(RateTable *self, PyObject *const *args, Py_ssize_t narg
     if (unsigned_argument(args[5], "timeout_ms", INT64_MAX, &value) < 0) return -1;
     request->timeout = (int64_t)value;
     if (unsigned_argument(args[6], "now_ms", INT64_MAX, &value) < 0) return -1;
-    request->now = (int64_t)value;
+    request->now = value == (uint64_t)INT64_MAX ? monotonic_ms() : (int64_t)value;
     return key_hash(self->key, request->rule, request->values, hash);
 }
 
@@ -557,6 +565,7 @@ static PyObject *table_occupied(RateTable *self, PyObject *argument) {
     uint64_t now;
     if (!ready(self)) return NULL;
     if (unsigned_argument(argument, "now_ms", INT64_MAX, &now) < 0) return NULL;
+    if (now == (uint64_t)INT64_MAX) now = (uint64_t)monotonic_ms();
     uint64_t slots = self->buckets * SLOTS_PER_BUCKET, used = 0;
     for (uint64_t index = 0; index < slots; index++) used += !slot_free(self->slots + index, (int64_t)now);
     return PyLong_FromUnsignedLongLong(used);

@@ -65,8 +65,9 @@ class _Pricer:
 
     def __call__(self, method: str, params: Any) -> int:
         costs = self.costs
-        if not costs.entry(method).per_block:
-            return costs.cost(method, params, None)
+        entry = costs.entry(method)
+        if not entry.per_block:
+            return entry.base  # what ``cost`` answers for it, without finding the entry again
         if not self._head_known:
             self._head = self.known_head(self.network)
             self._head_known = True

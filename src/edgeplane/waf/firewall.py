@@ -235,6 +235,9 @@ class _Ruleset:
     # each indexed rule by serial, so that a request walks only its candidates and those.
     always: tuple[int, ...] = ()
     positions: dict[int, int] = field(default_factory=dict)
+    # A rate limiting entrypoint whose every rule is decided in one call at request time (the usual case): its
+    # rules with their decisions, walked by ``Firewall._count`` without the general loop's steps.
+    counted: tuple[tuple[_Rule, Callable[[RateTable, RequestFields, int], int]], ...] | None = None
 
     def index(self, indexed: frozenset[int]) -> None:
         """Records which of the rules the multi-pattern index covers."""
@@ -282,7 +285,7 @@ class _Run:
     def __init__(self, request: RequestFields, candidates: set[int] | None, counters: RateTable | None) -> None:
         self.request = request
         self.counters = counters  # the node's rate counters; None: rate limiting rules do not run
-        self.now_ms = 0  # read once the first rate limiting rule matches
+        self.now_ms = -1  # read once the first rate limiting rule matches
         self.pending: list[PendingCount] = []
         self.retry_after_ms = 0
         self.candidates = candidates  # None: every rule is a candidate (the index could not be read)
@@ -351,7 +354,12 @@ class Firewall:
             if stage.phase == PREVIOUS_STAGE and PREVIOUS_PRODUCT in run.skipped_products:
                 continue
             run.source, run.phase = stage.source, stage.phase
-            if any(self._run(entrypoint, run) for entrypoint in stage.entrypoints):
+            ended = False
+            for entrypoint in stage.entrypoints:  # a loop, not any(...): a generator costs each request
+                if self._run(entrypoint, run):
+                    ended = True
+                    break
+            if ended:
                 break
         scores = _scores(request) if score or (reads_scores and request.attack_scores_computed) else None
         if not run.matches and scores is None and not run.pending:
@@ -370,6 +378,8 @@ class Firewall:
         request = run.request
         rules = ruleset.rules
         skipped = run.skipped_rules.get(ruleset.id)
+        if ruleset.counted is not None and skipped is None:
+            return self._count(ruleset, ruleset.counted, run)
         score = 0
         contributors: list[str] = []
         if ruleset.core is not None:
@@ -425,6 +435,41 @@ class Firewall:
                 continue
             run.matches.append(match)
             if action in TERMINATING_ACTIONS:
+                run.terminal = match
+                run.response = rule.response
+                return True
+        return False
+
+    def _count(
+        self,
+        ruleset: _Ruleset,
+        counted: tuple[tuple[_Rule, Callable[[RateTable, RequestFields, int], int]], ...],
+        run: _Run,
+    ) -> bool:
+        """Runs a rate limiting entrypoint of rules decided at request time (``_Ruleset.counted``); True when a
+        terminating action ended evaluation. The same outcome as ``_run``'s loop, in fewer steps per rule."""
+        counters = run.counters
+        if counters is None:
+            return False
+        request = run.request
+        if run.now_ms < 0:
+            run.now_ms = now_ms()
+        now = run.now_ms
+        for rule, decide in counted:
+            try:
+                if not rule.predicate(request):
+                    continue
+                wait = decide(counters, request, now)
+            except Exception:
+                _BROKEN_AT_EVALUATION.inc()
+                continue
+            if not wait:
+                continue
+            run.retry_after_ms = max(run.retry_after_ms, wait)
+            metadata = {"retry_after_ms": str(wait)}
+            match = Match(rule.id, ruleset.id, rule.ref, rule.description, rule.action, run.source, run.phase, metadata)
+            run.matches.append(match)
+            if rule.action in TERMINATING_ACTIONS:
                 run.terminal = match
                 run.response = rule.response
                 return True
@@ -526,15 +571,13 @@ def _rate_limited(limit: RateLimit, run: _Run) -> int:
     counters = run.counters
     if counters is None:
         return 0
-    if not run.now_ms:
+    if run.now_ms < 0:
         run.now_ms = now_ms()
     try:
-        wait, pending = limit.decide(counters, run.request, run.now_ms)
+        wait = limit.decide(counters, run.request, run.now_ms, run.pending)
     except Exception:
         _BROKEN_AT_EVALUATION.inc()
         return 0
-    if pending is not None:
-        run.pending.append(pending)
     if wait:
         run.retry_after_ms = max(run.retry_after_ms, wait)
     return wait
@@ -616,6 +659,10 @@ class _Compiler:
             if rule is not None:
                 rule.limit = limit
                 ruleset.rules.append(rule)
+        if phase == RATELIMIT_PHASE:
+            counted = [(rule, rule.limit.at_once) for rule in ruleset.rules if rule.limit and rule.limit.at_once]
+            if len(counted) == len(ruleset.rules):
+                ruleset.counted = tuple(counted)
         return ruleset
 
     def _user_rule(self, document: Mapping[str, Any], where: str, *, nested: bool) -> _Rule | None:

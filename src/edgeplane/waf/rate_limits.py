@@ -26,7 +26,6 @@ request time, so ``score_per_period`` is a compute-unit budget.
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,16 +71,22 @@ class RateLimit:
     counts_after_answer: bool
     counting: Expression | None  # counting_expression over request and answer; None: count what matched
     requests_to_origin: bool
-    readers: tuple[KeyReader, ...]
+    key_of: Callable[[RequestFields], KeyValues]  # the characteristics' texts (the methods' aside)
     by_method: bool  # one key per JSON-RPC method of the request
+    # The decision of a rule counted at request time with one key (the common case), as one closure over the
+    # rule's constants: None for the others, which ``decide`` handles.
+    at_once: Callable[[RateTable, RequestFields, int], int] | None
 
     def keys(self, request: RequestFields) -> tuple[tuple[KeyValues, int], ...]:
         """The request's keys, each with how many requests it counts (more than one for a batch's method)."""
-        values = tuple(reader(request) for reader in self.readers)
+        values = self.key_of(request)
         if not self.by_method:
             return ((values, 1),)
+        methods = request.edgeplane_jsonrpc_methods
+        if len(methods) == 1:
+            return (((*values, methods[0]), 1),)
         calls: dict[str, int] = {}
-        for method in request.edgeplane_jsonrpc_methods:
+        for method in methods:
             calls[method] = calls.get(method, 0) + 1
         if not calls:
             calls[""] = 1
@@ -95,24 +100,26 @@ class RateLimit:
         size = request.edgeplane_jsonrpc_batch_size
         return cost if size <= 1 or not self.by_method else max(1, cost * calls // size)
 
-    def decide(self, table: RateTable, request: RequestFields, now_ms: int) -> tuple[int, PendingCount | None]:
-        """The wait in milliseconds before the request would be let through (0: it is under the rate), and the
-        count it owes after the answer (None when it was counted here or is refused)."""
+    def decide(self, table: RateTable, request: RequestFields, now_ms: int, owed: list[PendingCount]) -> int:
+        """The wait in milliseconds before the request would be let through (0: it is under the rate). A rule that
+        counts by the answer adds what the request owes to ``owed`` when it is let through."""
+        at_once = self.at_once
+        if at_once is not None:
+            return at_once(table, request, now_ms)
         keys = self.keys(request)
         wait = 0
+        counter, period_ms, budget, timeout_ms = self.counter, self.period_ms, self.budget, self.timeout_ms
         if not self.counts_after_answer:
             for values, calls in keys:
-                wait = max(wait, self._acquire(table, values, self.amount(request, calls), now_ms))
-            return wait, None
+                amount = self.amount(request, calls)
+                wait = max(wait, table.acquire(counter, values, period_ms, budget, amount, timeout_ms, now_ms))
+            return wait
         for values, calls in keys:
-            wait = max(wait, self._check(table, values, 1 if self.scored else calls, now_ms))
-        return wait, (None if wait else PendingCount(self, request, keys))
-
-    def _acquire(self, table: RateTable, values: KeyValues, amount: int, now_ms: int) -> int:
-        return table.acquire(self.counter, values, self.period_ms, self.budget, amount, self.timeout_ms, now_ms)
-
-    def _check(self, table: RateTable, values: KeyValues, amount: int, now_ms: int) -> int:
-        return table.check(self.counter, values, self.period_ms, self.budget, amount, self.timeout_ms, now_ms)
+            amount = 1 if self.scored else calls
+            wait = max(wait, table.check(counter, values, period_ms, budget, amount, timeout_ms, now_ms))
+        if not wait:
+            owed.append(PendingCount(self, request, keys))
+        return wait
 
     def count(self, table: RateTable, pending: PendingCount, origin_score: int, now_ms: int) -> None:
         """Counts a request once its answer is known (``pending.request`` has its answer fields set)."""
@@ -146,20 +153,103 @@ def compile_rate_limit(spec: RateLimitSpec, *, ruleset_id: str, rule_id: str) ->
             continue
         readers.append(key_reader(kind, argument))
     identity = f"{ruleset_id}\x00{rule_id}\x00{spec.period}".encode()
+    counter = zlib.crc32(identity) & 0x7FFF_FFFF
+    key_of = _key_builder(tuple(readers))
+    counts_after_answer = counting is not None or spec.requests_to_origin or bool(score_header)
+    at_once = None
+    if not counts_after_answer:
+        decider = _method_decider if by_method else _decider
+        at_once = decider(counter, spec.period * 1000, budget, spec.mitigation_timeout * 1000, key_of, gateway_score)
     return RateLimit(
-        counter=zlib.crc32(identity) & 0x7FFF_FFFF,
+        counter=counter,
         period_ms=spec.period * 1000,
         budget=budget,
         timeout_ms=spec.mitigation_timeout * 1000,
         scored=scored,
         gateway_score=gateway_score,
         score_header=score_header,
-        counts_after_answer=counting is not None or spec.requests_to_origin or bool(score_header),
+        counts_after_answer=counts_after_answer,
         counting=counting,
         requests_to_origin=spec.requests_to_origin,
-        readers=tuple(readers),
+        key_of=key_of,
         by_method=by_method,
+        at_once=at_once,
     )
+
+
+def _decider(
+    counter: int,
+    period_ms: int,
+    budget: int,
+    timeout_ms: int,
+    key_of: Callable[[RequestFields], KeyValues],
+    gateway_score: bool,
+) -> Callable[[RateTable, RequestFields, int], int]:
+    """The decision of a rule counted at request time with one key: one call to the table, the rule's constants in
+    the closure (the per-request path of most rules; ``RateLimit.decide`` is the general one)."""
+    if gateway_score:
+
+        def decide_cost(table: RateTable, request: RequestFields, now_ms: int) -> int:
+            cost = request.edgeplane_jsonrpc_cost
+            amount = cost if cost > 0 else 1
+            return table.acquire(counter, key_of(request), period_ms, budget, amount, timeout_ms, now_ms)
+
+        return decide_cost
+
+    def decide(table: RateTable, request: RequestFields, now_ms: int) -> int:
+        return table.acquire(counter, key_of(request), period_ms, budget, 1, timeout_ms, now_ms)
+
+    return decide
+
+
+def _method_decider(
+    counter: int,
+    period_ms: int,
+    budget: int,
+    timeout_ms: int,
+    key_of: Callable[[RequestFields], KeyValues],
+    gateway_score: bool,
+) -> Callable[[RateTable, RequestFields, int], int]:
+    """``_decider`` for a rule keyed by the JSON-RPC methods too: one key per method, a batch's method counted once
+    per call (or charged its calls' share of the gateway's cost); one call to the table for a single call."""
+
+    def decide(table: RateTable, request: RequestFields, now_ms: int) -> int:
+        values = key_of(request)
+        methods = request.edgeplane_jsonrpc_methods
+        cost = 1
+        if gateway_score:
+            cost = request.edgeplane_jsonrpc_cost
+            cost = cost if cost > 0 else 1
+        if len(methods) == 1:
+            return table.acquire(counter, (*values, methods[0]), period_ms, budget, cost, timeout_ms, now_ms)
+        calls: dict[str, int] = {}
+        for method in methods:
+            calls[method] = calls.get(method, 0) + 1
+        if not calls:
+            calls[""] = 1
+        size = max(1, len(methods))
+        wait = 0
+        for method, count in calls.items():
+            amount = max(1, cost * count // size) if gateway_score else count
+            wait = max(wait, table.acquire(counter, (*values, method), period_ms, budget, amount, timeout_ms, now_ms))
+        return wait
+
+    return decide
+
+
+def _key_builder(readers: tuple[KeyReader, ...]) -> Callable[[RequestFields], KeyValues]:
+    """The function giving a request's key from ``readers``, without a loop for the usual one or two."""
+    if not readers:
+        return lambda request: ()
+    if readers == (_address,):
+        return _address_key
+    if len(readers) == 1:
+        (first,) = readers
+        return lambda request: (first(request),)
+    if len(readers) == 2:
+        first, second = readers
+        return lambda request: (first(request), second(request))
+    return lambda request: tuple([reader(request) for reader in readers])
 
 
 def origin_score(limit: RateLimit, headers: Sequence[tuple[bytes, bytes]]) -> int:
@@ -176,9 +266,15 @@ def origin_score(limit: RateLimit, headers: Sequence[tuple[bytes, bytes]]) -> in
     return 0
 
 
+MACHINE_CLOCK: Final = (
+    2**63 - 1
+)  # as a time given to the counter table: the machine's monotonic clock, read by the table
+
+
 def now_ms() -> int:
-    """The counters' clock: monotonic and the same in every process of the machine."""
-    return time.monotonic_ns() // 1_000_000
+    """The time the counters are given: ``MACHINE_CLOCK``, so the table reads the machine's monotonic clock (the
+    same in every process) itself, cheaper than Python can. Tests replace this to give explicit times."""
+    return MACHINE_CLOCK
 
 
 # The key readers, one per kind of characteristic.
@@ -206,6 +302,11 @@ def _address(request: RequestFields) -> str:
     if key >= IPV6_OFFSET:
         return "%x/64" % ((key - IPV6_OFFSET) >> 64)
     return str(key)
+
+
+def _address_key(request: RequestFields) -> KeyValues:
+    key = request.ip_src
+    return (str(key),) if key < IPV6_OFFSET else ("%x/64" % ((key - IPV6_OFFSET) >> 64),)
 
 
 def _visitor(request: RequestFields) -> str:
