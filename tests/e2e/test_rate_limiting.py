@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -223,6 +224,59 @@ def test_rate_limited_requests_are_security_events_and_metrics(
         time.sleep(1)
     assert {event["Source"] for event in found.values()} == {"ratelimit"}
     assert {event["Action"] for event in found.values()} == {"block"}
+    assert {event["JSONRPCMethod"] for event in found.values()} == {"eth_chainId"}  # from their http_requests
+    analytics = service.v4("GET", "/zones/{zone}/analytics/requests")
+    statuses = {series["key"]: series["total"] for series in analytics["series"]["status"]}
+    assert statuses.get("429", 0) >= len(ray_ids), statuses
     metrics = httpx.get(f"{service.api_url}/metrics", timeout=30).text
     assert re.search(rf'edgeplane_ratelimit_actions_total\{{action="block",rule="{rule_id}"\}} [1-9]', metrics)
     assert re.search(r'edgeplane_ratelimit_counters\{kind="slots"\} 262144', metrics)
+
+
+def test_a_flood_of_distinct_keys_neither_grows_memory_nor_lets_a_heavy_key_through(
+    anvil: AnvilNode, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A node with a small counter table (1,024 counters) meets 3,000 one-off API keys, with a heavy key among them
+    sending ten times its rate: the heavy key is still refused past its rate, the table evicts (and counts it), and
+    the workers' memory does not grow with the keys."""
+    data_dir = tmp_path_factory.mktemp("flood") / "data"
+    data_dir.mkdir(parents=True)
+    (data_dir / "edgeplane.toml").write_text("[ratelimit]\ncounter_slots = 1024\n")
+    extra = ("--edge-workers", "2")
+    with EdgeplaneProcess(data_dir, upstreams=(f"mainnet={anvil.url}",), extra_args=extra) as service:
+        flood_rule = rule("flood", ['http.request.headers["x-api-key"]'], requests_per_period=20, mitigation_timeout=0)
+        flood_rule["ratelimit"]["period"] = 60
+        service.v4("PUT", f"/zones/{{zone}}/rulesets/phases/{PHASE}/entrypoint", json={"rules": [flood_rule]})
+        workers = service.child_pids("edge-worker")
+        before = sum(_rss_kib(pid) for pid in workers)
+        heavy_through = 0
+        with httpx.Client(timeout=30) as client:
+            for index in range(3000):
+                client.post(service.rpc_url(), json=CHAIN_ID, headers={"x-test": "flood", "x-api-key": f"k{index}"})
+                if index % 10 == 0:
+                    answer = client.post(
+                        service.rpc_url(), json=CHAIN_ID, headers={"x-test": "flood", "x-api-key": "heavy"}
+                    )
+                    heavy_through += answer.status_code == 200
+        # 300 requests of the heavy key in well under two periods: at most twice its rate gets through.
+        assert heavy_through <= 40, heavy_through
+        after = sum(_rss_kib(pid) for pid in workers)
+        assert after - before < 32 * 1024, (before, after)  # the table is fixed: 64 KiB here
+        deadline = time.monotonic() + 30  # the workers publish the table's figures every 10 s
+        while True:
+            metrics = httpx.get(f"{service.api_url}/metrics", timeout=30).text
+            evictions = re.search(r"^edgeplane_ratelimit_counter_evictions_total (\S+)$", metrics, re.M)
+            live = re.search(r'^edgeplane_ratelimit_counters\{kind="live"\} (\S+)$', metrics, re.M)
+            if evictions and live and float(evictions.group(1)) > 0:
+                break
+            assert time.monotonic() < deadline, metrics[-2000:]
+            time.sleep(1)
+        assert float(live.group(1)) <= 1024
+        assert re.search(r'edgeplane_ratelimit_counters\{kind="slots"\} 1024', metrics)
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
