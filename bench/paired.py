@@ -9,13 +9,19 @@ the machine during a round slows both alike. Each round prints A's and B's reque
 request; the medians over the rounds are the figures. Run it with the same tree on both sides first: the difference
 it shows then is the harness's own noise.
 
-Usage: ``.venv/bin/python bench/paired.py --a /path/to/old/src --b src [--rounds 4] [--concurrency 16]``
+``--phase-a``/``--phase-b PHASE=FILE`` deploys a phase's entrypoint rules (a JSON list, as the Rulesets API takes
+them) in that side's zone before the load: a side with rules against one without measures what the rules cost at
+the edge (``bench/ratelimit_rules.json``: rate limiting rules every request of every worker counts in).
+
+Usage: ``.venv/bin/python bench/paired.py --a /path/to/old/src --b src [--rounds 4] [--concurrency 16]
+[--phase-b http_ratelimit=bench/ratelimit_rules.json]``
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -36,6 +42,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--b", type=Path, required=True, help="source tree of B (a src directory)")
     parser.add_argument("--config-a", help="edgeplane.toml text for A")
     parser.add_argument("--config-b", help="edgeplane.toml text for B")
+    for side in ("a", "b"):
+        parser.add_argument(
+            f"--phase-{side}",
+            action="append",
+            default=[],
+            metavar="PHASE=FILE",
+            help=f"deploy the rules of FILE (a JSON list) in {side.upper()}'s zone entrypoint of PHASE",
+        )
     parser.add_argument("--rounds", type=int, default=4, help="load rounds (default 4)")
     parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per round (default 3)")
     parser.add_argument("--concurrency", type=int, default=16, help="connections per side (default 16)")
@@ -77,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
             )
         os.environ.pop("PYTHONPATH")
         os.sched_setaffinity(0, other_cpus)
+        for name, phases in (("A", args.phase_a), ("B", args.phase_b)):
+            for given in phases:
+                phase, _sep, path = given.partition("=")
+                rules = json.loads(Path(path).read_text())
+                servers[name].v4("PUT", f"/zones/{{zone}}/rulesets/phases/{phase}/entrypoint", json={"rules": rules})
         urls = {name: server.rpc_url("mainnet") for name, server in servers.items()}
         time.sleep(3)  # past start-up: the delivery process and the chain finish importing
         pids: dict[str, load.Pids] = {}
