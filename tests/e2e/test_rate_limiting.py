@@ -91,6 +91,7 @@ def deployed(service: EdgeplaneProcess) -> dict[str, str]:
             counting_expression="http.response.code eq 403",
         ),
         rule("logged", ["ip.src"], requests_per_period=1, mitigation_timeout=0, action="log"),
+        rule("to-origin", ["ip.src"], requests_per_period=2, mitigation_timeout=0, requests_to_origin=True),
     ]
     result = service.v4("PUT", f"/zones/{{zone}}/rulesets/phases/{PHASE}/entrypoint", json={"rules": rules})
     return {item["ref"]: item["id"] for item in result["rules"]}
@@ -280,3 +281,18 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def test_requests_to_origin_counts_only_what_reached_a_node(
+    service: EdgeplaneProcess, deployed: dict[str, str]
+) -> None:
+    fresh_window()
+    refused = [send(service, "to-origin", FORBIDDEN) for _ in range(4)]  # the allowlist answers: no node asked
+    assert [answer.status_code for answer in refused] == [403] * 4
+    distinct = [
+        {"jsonrpc": "2.0", "id": number, "method": "eth_getBalance", "params": [f"0x{number:040x}", "latest"]}
+        for number in range(1, 4)
+    ]
+    answers = [send(service, "to-origin", body) for body in distinct]  # each a read no cache holds yet
+    assert [answer.status_code for answer in answers[:2]] == [200, 200]
+    assert limited(answers[2])

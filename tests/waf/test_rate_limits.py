@@ -306,6 +306,35 @@ def test_no_key_gets_more_than_its_rate_in_a_window(addresses: list[str]) -> Non
         counters.close()
 
 
-def test_rate_limits_module_names() -> None:
-    assert rate_limits.PHASE == RATELIMIT
-    assert rate_limits.DEFAULT_STATUS == 429
+
+@pytest.mark.parametrize(
+    ("value", "score"),
+    [(b"7", 7), (b" 12 ", 12), (b"1000000", 1_000_000), (b"0", 0), (b"1000001", 0), (b"-3", 0), (b"x", 0)],
+)
+def test_an_origin_score_header_is_read_in_its_bounds(value: bytes, score: int) -> None:
+    spec = parse_rate_limit(
+        {
+            "characteristics": ["cf.colo.id", "ip.src"],
+            "period": 60,
+            "score_per_period": 100,
+            "score_response_header_name": "X-Score",
+            "mitigation_timeout": 0,
+        },
+        "block",
+    )
+    limit = compile_rate_limit(spec, ruleset_id="rs", rule_id="s")
+    assert limit.counts_after_answer
+    assert limit.at_once is None
+    assert rate_limits.origin_score(limit, [(b"content-type", b"text/plain"), (b"x-score", value)]) == score
+    assert rate_limits.origin_score(limit, []) == 0
+
+
+def test_an_origin_score_is_counted_after_the_answer(table: RateTable, clock: Clock) -> None:
+    compiled = firewall(limit_rule(score_per_period=10, score_response_header_name="x-score", requests_per_period=None))
+    for _ in range(2):
+        verdict = compiled.evaluate(request(), counters=table)
+        assert not verdict.blocked
+        (pending,) = verdict.pending
+        pending.request.set_response(200, [(b"x-score", b"5")])
+        pending.limit.count(table, pending, 5, clock.ms)
+    assert compiled.evaluate(request(), counters=table).blocked  # 10 of 10 spent

@@ -85,12 +85,7 @@ class RateLimit:
         methods = request.edgeplane_jsonrpc_methods
         if len(methods) == 1:
             return (((*values, methods[0]), 1),)
-        calls: dict[str, int] = {}
-        for method in methods:
-            calls[method] = calls.get(method, 0) + 1
-        if not calls:
-            calls[""] = 1
-        return tuple(((*values, method), count) for method, count in calls.items())
+        return tuple(((*values, method), count) for method, count in _calls(methods).items())
 
     def amount(self, request: RequestFields, calls: int) -> int:
         """What one key of the request costs at request time: its calls, or their share of the gateway's cost."""
@@ -104,16 +99,11 @@ class RateLimit:
         """The wait in milliseconds before the request would be let through (0: it is under the rate). A rule that
         counts by the answer adds what the request owes to ``owed`` when it is let through."""
         at_once = self.at_once
-        if at_once is not None:
+        if at_once is not None:  # every rule counted at request time
             return at_once(table, request, now_ms)
         keys = self.keys(request)
         wait = 0
         counter, period_ms, budget, timeout_ms = self.counter, self.period_ms, self.budget, self.timeout_ms
-        if not self.counts_after_answer:
-            for values, calls in keys:
-                amount = self.amount(request, calls)
-                wait = max(wait, table.acquire(counter, values, period_ms, budget, amount, timeout_ms, now_ms))
-            return wait
         for values, calls in keys:
             amount = 1 if self.scored else calls
             wait = max(wait, table.check(counter, values, period_ms, budget, amount, timeout_ms, now_ms))
@@ -222,19 +212,22 @@ def _method_decider(
             cost = cost if cost > 0 else 1
         if len(methods) == 1:
             return table.acquire(counter, (*values, methods[0]), period_ms, budget, cost, timeout_ms, now_ms)
-        calls: dict[str, int] = {}
-        for method in methods:
-            calls[method] = calls.get(method, 0) + 1
-        if not calls:
-            calls[""] = 1
         size = max(1, len(methods))
         wait = 0
-        for method, count in calls.items():
+        for method, count in _calls(methods).items():
             amount = max(1, cost * count // size) if gateway_score else count
             wait = max(wait, table.acquire(counter, (*values, method), period_ms, budget, amount, timeout_ms, now_ms))
         return wait
 
     return decide
+
+
+def _calls(methods: list[str]) -> dict[str, int]:
+    """How many calls of each method a request makes (a request with none: one call of the method ``""``)."""
+    calls: dict[str, int] = {}
+    for method in methods:
+        calls[method] = calls.get(method, 0) + 1
+    return calls or {"": 1}
 
 
 def _key_builder(readers: tuple[KeyReader, ...]) -> Callable[[RequestFields], KeyValues]:
