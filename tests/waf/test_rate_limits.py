@@ -306,7 +306,6 @@ def test_no_key_gets_more_than_its_rate_in_a_window(addresses: list[str]) -> Non
         counters.close()
 
 
-
 @pytest.mark.parametrize(
     ("value", "score"),
     [(b"7", 7), (b" 12 ", 12), (b"1000000", 1_000_000), (b"0", 0), (b"1000001", 0), (b"-3", 0), (b"x", 0)],
