@@ -45,10 +45,10 @@ setvar:tx.arg_length=400"
 SecAction "id:900990,phase:1,nolog,pass,setvar:tx.crs_setup_version=334"
 """
 
-pytestmark = pytest.mark.skipif(
-    not crs_corpus.available() or not CRS_RULES.is_dir(),
-    reason="CRS regression corpus or modsecurity-crs not installed",
-)
+pytestmark = [
+    pytest.mark.skipif(not crs_corpus.available(), reason="CRS's regression corpus is not beside the repository"),
+    pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed"),
+]
 
 
 @dataclass(frozen=True)
