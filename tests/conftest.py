@@ -3,7 +3,8 @@ starts itself (once per test process). A directory or module that needs another 
 
 And what holds for every test: the suite does not pass without its real parts (a skip whose reason names one, the
 Core Rule Set, libmodsecurity, chromium, Playwright, PostgreSQL, NATS, SeaweedFS or anvil, is a failure; a skip is
-left for a subject absent on purpose, and the summary counts them).
+left for a subject absent on purpose, and the summary counts them), and hypothesis has no deadline (a stalled machine
+is not a failing property).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from itertools import count
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from edgeplane.store.database import Database, default_database_url
 from tests.support.postgres import PostgresServer
@@ -22,6 +24,9 @@ from tests.support.postgres import PostgresServer
 _databases = count()
 
 _Report = pytest.TestReport | pytest.CollectReport
+
+settings.register_profile("edgeplane", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("edgeplane")
 
 # The real parts as the reasons of the skips that find them missing name them (scripts/bootstrap dev installs each).
 _REAL_PARTS = re.compile(

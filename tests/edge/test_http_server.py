@@ -521,7 +521,9 @@ async def _send_in_pieces(pieces: list[bytes]) -> list[tuple[object, ...]]:
     return [(answer["method"], answer["path"], answer["query"], answer["body"]) for answer in answers]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(st.lists(st.integers(min_value=1, max_value=len(STREAM) - 1), max_size=12, unique=True))
 def test_any_split_of_the_byte_stream_gives_the_same_requests(cuts: list[int]) -> None:
     bounds = [0, *sorted(cuts), len(STREAM)]
