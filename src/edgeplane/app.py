@@ -241,6 +241,7 @@ async def serve(settings: Settings) -> None:
             block_time=dev_chain.block_time_seconds,
             fresh=dev_chain.fresh,
             log_level=settings.log_level,
+            log_format=settings.log_format,
         )
         await chain.start()
         if not await chain.wait_ready():

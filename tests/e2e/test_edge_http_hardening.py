@@ -125,10 +125,10 @@ def test_a_trickled_body_is_cut_off(edge: EdgeplaneProcess) -> None:
 
 def test_an_idle_connection_is_closed(edge: EdgeplaneProcess) -> None:
     with connect(edge.edge_port) as sock:
+        started = time.monotonic()  # before the answer, after which the connection's idle time starts
         sock.sendall(post())
         status, _, _ = read_response(sock)
-        started = time.monotonic()
-        assert closed_by_server(sock)
+        assert closed_by_server(sock)  # within the socket's timeout
         waited = time.monotonic() - started
     assert status == 200
-    assert 0.5 < waited < 5
+    assert waited >= 1.0 - 0.05  # not before the idle timeout (a loop's timer may run a clock tick early)

@@ -123,7 +123,9 @@ def test_a_batch_answers_its_plain_items_and_refuses_the_smuggling_ones(
     assert decoded_by_the_node(node) == [("eth_chainId", [])]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(body=bodies)
 def test_whatever_a_client_sends_the_node_runs_only_what_the_policy_allowed(
     client: httpx.Client, node: GoStyleNode, body: str

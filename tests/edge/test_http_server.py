@@ -381,14 +381,14 @@ async def test_refused_request_with_a_small_body_keeps_the_connection() -> None:
 async def test_idle_keep_alive_connection_is_closed() -> None:
     async with running(Recorder(), idle_seconds=0.2) as (_, port):
         reader, writer = await connect(port)
+        started = asyncio.get_running_loop().time()  # before the answer, after which the connection's idle time starts
         writer.write(post("/echo"))
         answer = await read_response(reader)
-        started = asyncio.get_running_loop().time()
-        assert await closed_by_server(reader, within=2.0)
+        assert await closed_by_server(reader, within=30.0)  # the bound only ends a connection never closed
         waited = asyncio.get_running_loop().time() - started
         writer.close()
     assert answer.status == 200
-    assert 0.15 < waited < 1.5
+    assert waited >= 0.2 - 0.01  # not before the idle time (a loop's timer may run a clock tick early)
 
 
 async def test_request_that_does_not_arrive_in_time_is_answered_408() -> None:
@@ -402,26 +402,31 @@ async def test_request_that_does_not_arrive_in_time_is_answered_408() -> None:
 
 
 async def test_a_head_trickled_slower_than_the_request_timeout_is_answered_408() -> None:
+    lines = 100
     async with running(Recorder(), read_seconds=0.3) as (_, port):
         reader, writer = await connect(port)
+        started = asyncio.get_running_loop().time()  # before the request's deadline starts on the server
         writer.write(b"POST /echo HTTP/1.1\r\nHost: localhost\r\n")
-        started = asyncio.get_running_loop().time()
+        sent = [0]
 
         async def trickle() -> None:
             with contextlib.suppress(ConnectionError):
-                for index in range(100):  # a header line every 50 ms: never idle, never done
+                for index in range(lines):  # a header line every 50 ms: never idle, never done
                     writer.write(b"X-Slow-%d: 1\r\n" % index)
+                    sent[0] += 1
                     await writer.drain()
                     await asyncio.sleep(0.05)
 
         trickling = asyncio.create_task(trickle())
         answer = await read_response(reader)
         waited = asyncio.get_running_loop().time() - started
-        assert await closed_by_server(reader, within=3.0)
+        sent_before_the_answer = sent[0]
+        assert await closed_by_server(reader, within=30.0)
         trickling.cancel()
         writer.close()
     assert answer.status == 408
-    assert waited < 2.0
+    assert sent_before_the_answer < lines  # answered at the request's deadline, not once the head was all sent
+    assert waited >= 0.3 - 0.01  # not before it (a loop's timer may run a clock tick early)
 
 
 # -- Expect, backpressure, shutdown ----------------------------------------------------------------------------------
@@ -521,7 +526,9 @@ async def _send_in_pieces(pieces: list[bytes]) -> list[tuple[object, ...]]:
     return [(answer["method"], answer["path"], answer["query"], answer["body"]) for answer in answers]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(st.lists(st.integers(min_value=1, max_value=len(STREAM) - 1), max_size=12, unique=True))
 def test_any_split_of_the_byte_stream_gives_the_same_requests(cuts: list[int]) -> None:
     bounds = [0, *sorted(cuts), len(STREAM)]

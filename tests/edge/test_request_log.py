@@ -161,7 +161,7 @@ def test_a_firewall_match_sets_the_security_fields_of_its_row_only() -> None:
 
 async def test_rows_reach_the_store_in_bulk_once_their_period_is_sealed() -> None:
     store = JournalledStore()
-    log = store.log(seal_interval=0.1)
+    log = store.log(seal_interval=1.0)  # the margin of a stalled machine between the first row and the checks
     for number in range(5):
         emit(log, ray_id=f"{number:016x}")
     (open_period,) = store.directory.iterdir()  # journalled as they were emitted, the period still open
@@ -169,10 +169,10 @@ async def test_rows_reach_the_store_in_bulk_once_their_period_is_sealed() -> Non
     assert HTTP_REQUESTS not in store.records
     for number in range(5, 8):
         emit(log, ray_id=f"{number:016x}")
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)  # the loop runs: nothing is sealed before the interval
     assert sealed_periods(store.directory) == []
     assert HTTP_REQUESTS not in store.records
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(1.0)  # the seal's timer is due before this sleep's: it has run
     assert [record["RayID"] for record in store.records[HTTP_REQUESTS]] == [f"{n:016x}" for n in range(8)]
     assert store.batches == {HTTP_REQUESTS: 1}
     assert list(store.directory.iterdir()) == []  # taken: the file is gone

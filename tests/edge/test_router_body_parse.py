@@ -117,7 +117,9 @@ bodies = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(body=bodies, firewall=st.sampled_from(sorted(FIREWALLS)))
 def test_a_body_sent_to_the_gateway_is_parsed_once(
     gateway: Gateway, firewalls: dict[str, Firewall | None], runner: asyncio.Runner, body: bytes, firewall: str

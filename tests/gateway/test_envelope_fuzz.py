@@ -230,7 +230,9 @@ def gateway(node: GoStyleNode, runner: asyncio.Runner) -> Iterator[Gateway]:
     upstream.close()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(body=bodies)
 def test_what_reaches_the_node_is_what_the_policy_allowed(
     node: GoStyleNode, gateway: Gateway, runner: asyncio.Runner, body: str

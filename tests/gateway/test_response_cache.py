@@ -276,7 +276,9 @@ READS = st.sampled_from(
 STEPS = st.lists(st.one_of(READS, st.just(("mine", [])), st.just(("fund", []))), min_size=1, max_size=12)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(steps=STEPS)
 def test_with_a_head_age_of_zero_the_cache_is_never_stale(node: AnvilNode, steps: list[tuple[str, list[Any]]]) -> None:
     """Any interleaving of reads through the gateway and changes made to the node directly: every answer is the

@@ -152,7 +152,9 @@ def test_a_torn_column_block_is_truncated_on_recovery(tmp_path: Path) -> None:
         assert read_all_columns(store) == rows(0, 20)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     sizes=st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=8),
     max_records=st.integers(min_value=1, max_value=80),

@@ -1,15 +1,16 @@
 """The SecLang walk compiled by mypyc (``setup.py``) against the same source interpreted, its oracle: the compiled
-modules are in use (and not older than their sources: a warning), and on CRS's regression corpus both do exactly the
-same (every match with its message, log data and matched value, the interruption, the final TX collection)."""
+modules are in use and built from the sources beside them (else the library is stale: a failure), and on CRS's
+regression corpus both do exactly the same (every match with its message, log data and matched value, the
+interruption, the final TX collection)."""
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import orjson
@@ -55,23 +56,26 @@ def test_the_module_runs_compiled(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", COMPILED_MODULES)
-def test_a_compiled_module_is_not_older_than_its_source(name: str) -> None:
-    """A warning, not a failure: a checkout gives an unchanged file a new time (``scripts/bootstrap`` compiles again
-    when the sources' content changed)."""
+def test_a_compiled_module_was_built_from_its_source(name: str) -> None:
+    """By content, not by time (a checkout gives an unchanged file a new time): ``scripts/bootstrap`` records each
+    source's sha256 beside the tree once it built the group's shared library, and builds again when one changed."""
     if _origin(name).suffix != ".so":
         pytest.skip(f"{name} runs interpreted")
     # The module's own extension is a shim that the build leaves alone when it is current; the compiled code is in
-    # the group's shared library, built again with any change.
-    compiled = _origin(COMPILED_GROUP)
-    source = REPO_ROOT / "src" / Path(*name.split(".")).with_suffix(".py")
-    if compiled.stat().st_mtime < source.stat().st_mtime:
-        warnings.warn(f"{compiled.name} is older than {source.name}: run scripts/bootstrap dev", stacklevel=1)
+    # the group's shared library, built again with any change. The record and the source are those of its tree.
+    tree = _origin(COMPILED_GROUP).parents[1]
+    record = tree / ".cache" / "seclang-compiled-from.sha256"
+    assert record.is_file(), f"no record of what {COMPILED_GROUP} was built from: run scripts/bootstrap dev"
+    built_from = {path: digest for digest, path in (line.split(maxsplit=1) for line in record.read_text().splitlines())}
+    source = Path("src", *name.split(".")).with_suffix(".py")
+    digest = hashlib.sha256((tree / source).read_bytes()).hexdigest()
+    assert built_from.get(str(source)) == digest, (
+        f"{COMPILED_GROUP} was built from another {source} (stale): run scripts/bootstrap dev"
+    )
 
 
-@pytest.mark.skipif(
-    not crs_corpus.available() or not CRS_RULES.is_dir(),
-    reason="CRS regression corpus or modsecurity-crs not installed",
-)
+@pytest.mark.skipif(not crs_corpus.available(), reason="CRS's regression corpus is not beside the repository")
+@pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed")
 def test_the_compiled_walk_does_what_the_interpreted_walk_does() -> None:
     interpreted = subprocess.run(
         [sys.executable, "-m", "tests.seclang.interpreted_walk"],

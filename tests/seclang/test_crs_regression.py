@@ -2,16 +2,17 @@
 them: the acceptance test of the SecLang engine.
 
 The corpus (``../shared/waf/crs-regression-3.3.4.json``, go-ftw cases one per test stage) is read in place, never
-copied; the test skips when it or ``/usr/share/modsecurity-crs`` is absent. A case passes when every id its
-``log_contains`` names fired (matched and logged) and no id its ``no_log_contains`` names did. Cases that expect
-only an HTTP status or a client error (the web server's answer to a malformed request, not a rule's) have no id to
-check and pass as the corpus README defines it; they are counted apart in the report.
+copied; the test skips when it is absent, and fails when ``/usr/share/modsecurity-crs`` is (``tests/conftest.py``). A
+case passes when every id its ``log_contains`` names fired (matched and logged) and no id its ``no_log_contains`` names
+did. Cases that expect only an HTTP status or a client error (the web server's answer to a malformed request, not a
+rule's) have no id to check and pass as the corpus README defines it; they are counted apart in the report.
 
 Configuration is CRS's own regression setup (``tests/regression/README.md`` of CRS 3.x: rule 900005): paranoia
 level 4 for every case, rule engine ``DetectionOnly`` (nothing stops the evaluation, so every rule runs), rule 910000
 removed, ``tx.crs_validate_utf8_encoding=1``, ``tx.arg_name_length=100``, ``tx.arg_length=400``; plus
 ``tx.crs_setup_version`` as crs-setup.conf sets it. Known failures live in ``crs_known_failures.toml`` with a reason
-each; the test fails when the pass rate falls under the floor or a case fails that is not listed there.
+each; the test fails when the pass rate falls under the floor, a case fails that is not listed there, or a case
+listed there passes.
 
 Where libmodsecurity 3.0.9 is installed, the same requests also go through it with the same CRS files, and every case
 must log the same ids, apart from the rules where the engine follows ModSecurity v2 on purpose (see
@@ -45,10 +46,10 @@ setvar:tx.arg_length=400"
 SecAction "id:900990,phase:1,nolog,pass,setvar:tx.crs_setup_version=334"
 """
 
-pytestmark = pytest.mark.skipif(
-    not crs_corpus.available() or not CRS_RULES.is_dir(),
-    reason="CRS regression corpus or modsecurity-crs not installed",
-)
+pytestmark = [
+    pytest.mark.skipif(not crs_corpus.available(), reason="CRS's regression corpus is not beside the repository"),
+    pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed"),
+]
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ def test_crs_regression_suite(outcomes: tuple[list[Outcome], float]) -> None:
     rate = sum(outcome.passed for outcome in results) / len(results)
     assert rate >= PASS_RATE_FLOOR, report
     assert failing <= known, f"failing and not in crs_known_failures.toml: {sorted(failing - known)}"
+    assert known <= failing, f"passing, yet listed in crs_known_failures.toml (remove them): {sorted(known - failing)}"
 
 
 # --- differential: libmodsecurity 3.0.9 + the same CRS files on the same requests -------------------------------------

@@ -333,7 +333,9 @@ def crs_engine() -> object:
 
 
 @pytest.mark.skipif(not CRS_RULES.is_dir(), reason="modsecurity-crs is not installed")
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(method=_BYTES, target=_BYTES, header=_BYTES, content_type=_CONTENT_TYPES, body=_BYTES)
 def test_any_request_evaluates_without_raising(
     crs_engine: object, method: bytes, target: bytes, header: bytes, content_type: bytes, body: bytes

@@ -194,7 +194,9 @@ _CONTENT_TYPES = st.sampled_from(
 
 
 @needs_crs
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     method=st.sampled_from([b"GET", b"POST", b"PUT", b"OPTIONS"]),
     path=_BYTES,
@@ -352,7 +354,9 @@ _PARAMS = st.lists(
 
 
 @needs_crs
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     method=st.sampled_from(["eth_call", "eth_getBalance", "eth_signTypedData_v4", "eth_chainId"]),
     params=_PARAMS,

@@ -440,7 +440,11 @@ def dense_values(name: str) -> st.SearchStrategy[bytes]:
 def test_agrees_with_libmodsecurity(name: str, libmodsecurity: TransformationOracle) -> None:
     ours: Callable[[bytes], bytes] = transformation(name)
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(value=dense_values(name))
     def agree(value: bytes) -> None:
         assert ours(value) == libmodsecurity.transform(name, value)

@@ -1,9 +1,10 @@
 """A real browser for the dashboard's tests: Debian's ``chromium``, headless, driven by Playwright for Python.
 
 Playwright's own browser download is not used (nor reachable here): the system browser's executable is launched.
-Without it (or without Playwright) the browser tests are skipped with the reason. Screenshots go to
-``EDGEPLANE_SCREENSHOTS`` when it is set (``docs/dashboard/`` to refresh the documentation's), else to the test
-session's temporary directory: ``<name>.png`` at 1280x800 and ``<name>-phone.png`` at phone width.
+Without it (or without Playwright) the browser tests are skipped with the reason, which ``tests/conftest.py`` turns
+into a failure. Screenshots go to ``EDGEPLANE_SCREENSHOTS`` when it is set (``docs/dashboard/`` to refresh the
+documentation's), else to the test session's temporary directory: ``<name>.png`` at 1280x800 and ``<name>-phone.png``
+at phone width.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def system_chromium() -> str | None:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    """Headless chromium, launched once for the session; skips when Playwright or the browser is missing."""
+    """Headless chromium, launched once for the session; skips (a failure) when Playwright or the browser is missing."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
     executable = system_chromium()
     if executable is None:

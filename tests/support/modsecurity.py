@@ -14,7 +14,8 @@ disruptive intervention, and ``Outcome`` what it did: the error-log lines of the
 messages, and the intervention. Everything the library allocates for the caller is freed here.
 
 A missing library, one without the C API, or one of another version than asked for raises ``ModSecurityUnavailable``,
-which tests turn into ``pytest.skip``; rules that do not load raise ``RulesRejected``.
+which tests turn into ``pytest.skip`` (which ``tests/conftest.py`` makes a failure); rules that do not load raise
+``RulesRejected``.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class ModSecurity:
             raise ModSecurityUnavailable(f"cannot use {library} ({exc}): install the libmodsecurity3 package") from exc
         self._engine: int | None = self._lib.msc_init()
         if not self._engine:
-            raise ModSecurityUnavailable("msc_init failed")
+            raise ModSecurityUnavailable("libmodsecurity's msc_init failed")
         self._rule_sets: dict[tuple[str | Path, ...], RuleSet] = {}
         self._log: list[bytes] = []
         who = self._lib.msc_who_am_i(self._engine)

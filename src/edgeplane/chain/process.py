@@ -31,6 +31,7 @@ class ChainProcess:
         block_time: float | None,
         fresh: bool,
         log_level: str,
+        log_format: str,
     ) -> None:
         self.networks = networks
         self.data_dir = data_dir
@@ -38,6 +39,7 @@ class ChainProcess:
         self.block_time = block_time
         self.fresh = fresh
         self.log_level = log_level
+        self.log_format = log_format  # the parent's: `serve`'s output is in one format, its children's included
         self._socket = bind_listener("127.0.0.1", 0)
         self._socket.set_inheritable(True)
         self.port: int = self._socket.getsockname()[1]
@@ -60,6 +62,8 @@ class ChainProcess:
             str(self.chain_id),
             "--log-level",
             self.log_level,
+            "--log-format",
+            self.log_format,
         ]
         command += ["--data-dir", str(self.data_dir)] if self.data_dir is not None else ["--no-persist"]
         if self.block_time is not None:

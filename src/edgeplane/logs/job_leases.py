@@ -11,6 +11,12 @@ when another member has fewer than ``jobs // live members`` (a process that join
 transaction of conditional UPDATEs and INSERTs that do nothing on a conflict, safe under concurrency: on PostgreSQL
 a row is changed by one transaction at a time and the condition is evaluated again on the row as it was committed,
 on SQLite writers take turns; two owners never both hold a job. See docs/delivery-leases.md.
+
+What a claim returns and what ``token`` answers agree: each lease held is trusted, by this process's monotonic clock,
+until one ttl after the transaction that renewed or took it began (never later than the database's expiry). A claim
+slow enough that a lease it holds has less than a third of the ttl left (the keeper claims every third) renews the
+leases once more before it returns, and returns only the leases still trusted then: a stalled machine gets fewer
+jobs, never a job it cannot vouch for.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from prometheus_client import Gauge
 from sqlalchemy import delete, or_, select, update
@@ -43,6 +50,13 @@ JOBS_HELD = Gauge(
 )
 
 
+class _Held(NamedTuple):
+    """A lease this owner holds: its fencing token, and the clock reading after which it is no longer trusted."""
+
+    token: int
+    valid_until: float
+
+
 class LeaseLostError(Exception):
     """This delivery process no longer holds a job's lease (another owner took it over, or it expired): the job's
     work here ends, and its cursor stays where the last save under a valid lease put it."""
@@ -60,9 +74,18 @@ def default_owner() -> str:
 
 class JobLeases:
     """One delivery process's leases on Logpush jobs, as ``owner``. Methods block on the database: an asyncio caller
-    runs them in a thread. ``holds`` and ``token`` answer from what the last ``claim`` won, without asking."""
+    runs them in a thread. ``holds`` and ``token`` answer from what the last ``claim`` won, without asking.
+    ``clock`` is the monotonic clock leases are trusted by (a test passes one it controls)."""
 
-    def __init__(self, database: Database, owner: str, *, ttl_seconds: float = 10.0, host: str | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        owner: str,
+        *,
+        ttl_seconds: float = 10.0,
+        host: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """Raises ``ValueError`` for an empty or over-long owner, or a ``ttl_seconds`` that is not positive."""
         if not owner or len(owner) > 255:
             raise ValueError("a lease owner is a name of 1 to 255 characters")
@@ -72,9 +95,9 @@ class JobLeases:
         self.owner = owner
         self.ttl_seconds = float(ttl_seconds)
         self.host = (host or socket.gethostname())[:255]
+        self.clock = clock
         self._lock = threading.Lock()
-        self._held: dict[int, int] = {}  # job id -> fencing token, as of the last claim
-        self._valid_until = 0.0  # time.monotonic() after which no lease of the last claim is trusted
+        self._held: dict[int, _Held] = {}  # job id -> its lease, as of the last claim
 
     def heartbeat(self) -> None:
         """Says this owner is alive (a member counted in the fair share) for ``ttl_seconds``."""
@@ -84,10 +107,12 @@ class JobLeases:
     def claim(self, job_ids: Iterable[int]) -> frozenset[int]:
         """Beats, renews the leases this owner holds among ``job_ids`` (the enabled jobs) and gives back those of
         other jobs, then takes free or expired leases up to its fair share, or gives back what it holds beyond the
-        share when another member has fewer. Returns the jobs it holds. Raises the database's errors (nothing is
-        then known to be held once ``ttl_seconds`` have passed since the last claim that succeeded)."""
+        share when another member has fewer. Returns the jobs it holds, each of which ``token`` answers for when the
+        claim returns (a slow claim renews once more first, and leaves out what it could not renew). Raises the
+        database's errors (nothing is then known to be held once ``ttl_seconds`` have passed since the last claim
+        that succeeded)."""
         jobs = sorted({int(job_id) for job_id in job_ids})
-        started = time.monotonic()
+        started = self.clock()
         now = database_seconds()
         # What is given back stops being held here first: this owner never holds a job another may have taken.
         self._forget(set(self._held) - set(jobs))
@@ -100,7 +125,9 @@ class JobLeases:
                 .where(mine, JobLease.expires > now, JobLease.job_id.in_(jobs))
                 .values(expires=now + self.ttl_seconds)
             )
-            held = self._read_held(session)
+            held = {
+                job_id: _Held(token, started + self.ttl_seconds) for job_id, token in self._read_held(session).items()
+            }
             live = session.scalars(
                 select(DeliveryMember.owner).where(DeliveryMember.heartbeat > now - self.ttl_seconds)
             ).all()
@@ -134,27 +161,40 @@ class JobLeases:
                 break
             if job_id in held or job_id in taken:
                 continue
+            taking = self.clock()
             token = self._take(job_id)
             if token is not None:
-                held[job_id] = token
+                held[job_id] = _Held(token, taking + self.ttl_seconds)
                 wanted -= 1
+        if held and min(lease.valid_until for lease in held.values()) - self.clock() < self.ttl_seconds / 3:
+            renewing = self.clock()
+            renewed = self._renew(sorted(held))
+            # A lease not renewed expired on the database's clock, or another owner has it now: it is left out.
+            held = {
+                job_id: _Held(lease.token, renewing + self.ttl_seconds)
+                for job_id, lease in held.items()
+                if job_id in renewed
+            }
         with self._lock:
-            self._held = held
-            self._valid_until = started + self.ttl_seconds
-        JOBS_HELD.set(len(held))
-        return frozenset(held)
+            trusted_at = self.clock()
+            self._held = {job_id: lease for job_id, lease in held.items() if lease.valid_until > trusted_at}
+            claimed = frozenset(self._held)
+        JOBS_HELD.set(len(claimed))
+        return claimed
 
     def holds(self, job_id: int) -> bool:
-        """Whether the last claim won the job's lease and it has not run out since (by this machine's monotonic
-        clock, counted from before the claim: never later than the database's expiry)."""
+        """Whether the last claim won the job's lease and it has not run out since (by this process's monotonic
+        clock, counted from before the transaction that renewed or took it: never later than the database's
+        expiry)."""
         return self.token(job_id) is not None
 
     def token(self, job_id: int) -> int | None:
         """The fencing token of the job's lease, if this owner holds it (as ``holds`` says); None otherwise."""
         with self._lock:
-            if time.monotonic() >= self._valid_until:
+            lease = self._held.get(job_id)
+            if lease is None or self.clock() >= lease.valid_until:
                 return None
-            return self._held.get(job_id)
+            return lease.token
 
     def lost(self, job_id: int) -> None:
         """Records that the job's lease was found lost (a fenced save): not held until a claim wins it again."""
@@ -170,7 +210,6 @@ class JobLeases:
         claim, without waiting for the leases to expire."""
         with self._lock:
             self._held = {}
-            self._valid_until = 0.0
         with self.database.session() as session:
             session.execute(update(JobLease).where(JobLease.owner == self.owner).values(owner=None, expires=0.0))
             session.execute(delete(DeliveryMember).where(DeliveryMember.owner == self.owner))
@@ -193,6 +232,18 @@ class JobLeases:
             )
         )
         return {job_id: token for job_id, token in rows}
+
+    def _renew(self, job_ids: list[int]) -> set[int]:
+        """Renews the owner's unexpired leases among ``job_ids``, in a transaction of its own; the jobs renewed."""
+        now = database_seconds()
+        with self.database.session() as session:
+            renewed = session.scalars(
+                update(JobLease)
+                .where(JobLease.owner == self.owner, JobLease.expires > now, JobLease.job_id.in_(job_ids))
+                .values(expires=now + self.ttl_seconds)
+                .returning(JobLease.job_id)
+            )
+            return set(renewed)
 
     def _take(self, job_id: int) -> int | None:
         """Takes the job's lease if it is free or expired, in a transaction of its own; its new token, or None when

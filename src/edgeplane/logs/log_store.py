@@ -48,9 +48,11 @@ Durability contract of ``append``:
   never points past the durable end of its stream.
 
 Backpressure: the flusher may fall behind (a stalled or full disk). Records already accepted are never dropped; when
-``max_buffer_bytes`` are waiting to be written, ``append`` refuses the whole call with ``LogStoreFullError`` (the
-journal intake counts the refused records in a metric and leaves them in the journal for its next look). It never
-blocks: blocking would stall the caller's event loop behind one slow disk. ``stats()`` counts the refusals too.
+``max_buffer_bytes`` are waiting to be written, ``append`` refuses the whole call with ``LogStoreFullError`` (its
+caller counts the records as refused). It never blocks: blocking would stall the caller's event loop behind one slow
+disk. ``stats()`` counts the refusals too. The journal intake does not append: it commits (``commit_columns``), which
+a refusing disk fails with its ``OSError``, and the intake counts the period's records as refused and leaves the
+period in the journal for its next look.
 
 Retention: after each sync the flusher deletes whole segments, oldest first, never the one being written, when the
 dataset holds more than ``retention_bytes``, when a segment's newest record is older than ``retention_seconds``
