@@ -180,6 +180,11 @@ class GatewaySettings(BaseModel):
     max_batch_size: int = Field(default=100, ge=1)
     request_timeout_seconds: float = Field(default=30.0, gt=0)
     max_attempts: int = Field(default=3, ge=1, description="tries of one read across the pool's nodes")
+    max_lag_blocks: int = Field(
+        default=16,
+        ge=0,
+        description="how far a node's head may be below the pool's highest and still take reads that need the head",
+    )
     health_check_interval_seconds: float = Field(default=5.0, gt=0)
     health_check_timeout_seconds: float = Field(default=3.0, gt=0)
     head_max_age_seconds: float = Field(

@@ -39,7 +39,7 @@ from edgeplane.batched_counts import BatchedCount
 from edgeplane.config import ResponseCacheSettings
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 from edgeplane.gateway.upstream_pool import UpstreamPool
-from edgeplane.jsonrpc.envelope import RpcRequest, encode_request
+from edgeplane.jsonrpc.envelope import RpcRequest
 
 log = structlog.get_logger(__name__)
 
@@ -154,13 +154,8 @@ class ResponseCache:
             return CachedAnswer(_answer_body(request, kept), "hit")
         self._lookups["miss"].add()
         in_step = self._in_step
-        body = encode_request(request, params)
-
-        async def post(node: UpstreamNode) -> tuple[bytes, bool, str]:
-            return await node.post(body, idempotent=True), node.label in in_step, node.label
-
-        answer, from_head, upstream = await self.pool.execute(post)
-        if from_head and self._generation is generation:
+        answer, upstream = await self.pool.forward(request, idempotent=True, params=params)
+        if upstream in in_step and self._generation is generation:
             self._keep(generation, key, answer)
         return CachedAnswer(answer, "miss", upstream)
 

@@ -2,6 +2,13 @@
 
 Reads are tried on up to ``max_attempts`` nodes (healthy ones first, in turn); a request that changes state
 (``eth_sendRawTransaction``) goes to each node at most once, so a retry never sends it twice to the same node.
+
+Heads: each node's head is what it last reported (health checks, the cache's head reads, its answers to
+``eth_blockNumber``); the pool's head is the highest among answering nodes. A read about a block goes first to the
+nodes that have it (for ``latest`` and reads by hash: a head at most ``max_lag_blocks`` below the pool's), and an
+empty answer (``null``, or ``[]`` from ``eth_getLogs``) from a node whose head is below the block is asked again of
+one that has it (``edgeplane.gateway.block_scope``). In a pool of several nodes the head told to clients
+(``eth_blockNumber``) never goes backwards (``told_head``): a node that fell behind does not take it back.
 """
 
 from __future__ import annotations
@@ -13,11 +20,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import orjson
 import structlog
 from prometheus_client import Histogram
 
 from edgeplane import metrics
 from edgeplane.config import GatewaySettings
+from edgeplane.gateway.block_scope import AT_HEAD, BlockScope, block_scope, is_empty_answer
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 from edgeplane.jsonrpc.envelope import RpcRequest, encode_request
@@ -42,11 +51,13 @@ class UpstreamPool:
         self._health_task: asyncio.Task[None] | None = None
         self._latency: dict[str, Histogram] = {}
         self._stragglers: set[asyncio.Future[Any]] = set()  # calls of ask_each left to finish on their own
+        self._told_head = -1  # the highest head told to a client (eth_blockNumber)
 
     # -- using the nodes ---------------------------------------------------------------------------------------
 
-    def attempt_order(self, *, idempotent: bool) -> list[UpstreamNode]:
-        """The nodes to try, in order: healthy nodes in turn, then the others as a last resort."""
+    def attempt_order(self, *, idempotent: bool, scope: BlockScope = None) -> list[UpstreamNode]:
+        """The nodes to try, in order: healthy nodes in turn, those that have the block ``scope`` names first, then
+        the failing ones as a last resort."""
         if not self.nodes:
             return []
         healthy = [node for node in self.nodes if node.health.healthy]
@@ -54,22 +65,38 @@ class UpstreamPool:
         if healthy:
             shift = next(self._turn) % len(healthy)
             healthy = healthy[shift:] + healthy[:shift]
+            if scope is not None:
+                needed = self._needed_block(scope, tolerance=self._settings.max_lag_blocks)
+                if needed is not None:
+                    healthy.sort(key=lambda node: not self._holds(node, needed))
         order = healthy + failing
         if not idempotent:
             return order
         return [order[index % len(order)] for index in range(self._settings.max_attempts)]
 
-    async def execute(self, operation: Callable[[UpstreamNode], Awaitable[T]], *, idempotent: bool = True) -> T:
+    async def execute(
+        self,
+        operation: Callable[[UpstreamNode], Awaitable[T]],
+        *,
+        idempotent: bool = True,
+        scope: BlockScope = None,
+        empty: Callable[[T], bool] | None = None,
+    ) -> T:
         """Runs ``operation`` against nodes until one answers.
 
-        A node's JSON-RPC error (``UpstreamRejected``) is its answer and is raised at once. Raises
-        ``UpstreamUnavailable`` when no node is configured or every attempt failed in transport.
+        A node's JSON-RPC error (``UpstreamRejected``) is its answer and is raised at once. With ``scope`` and
+        ``empty``: an answer ``empty`` calls empty, from a node whose head is below the block ``scope`` names, is
+        asked again of one node that has the block, whose answer is the answer (the first one when it fails).
+        Raises ``UpstreamUnavailable`` when no node is configured or every attempt failed in transport.
         """
-        attempts = self.attempt_order(idempotent=idempotent)
+        attempts = self.attempt_order(idempotent=idempotent, scope=scope)
         if not attempts:
             raise UpstreamUnavailable(f"no upstream node is configured for network {self.network!r}")
         tried: set[str] = set()
-        for node in attempts:
+        queue = list(attempts)
+        first_empty: tuple[T] | None = None
+        while queue:
+            node = queue.pop(0)
             if node.label in tried:
                 await asyncio.sleep(_SAME_NODE_RETRY_PAUSE_SECONDS)
             tried.add(node.label)
@@ -83,11 +110,55 @@ class UpstreamPool:
                 self._answered(node, started)
                 raise
             self._answered(node, started)
+            if first_empty is None and scope is not None and empty is not None and empty(result):
+                needed = self._needed_block(scope, tolerance=0)
+                if needed is not None and not self._holds(node, needed):
+                    holder = self._holder(needed, below=node, tried=tried)
+                    if holder is not None:
+                        log.info(
+                            "empty answer from a node behind the block, asked again",
+                            network=self.network,
+                            upstream=node.label,
+                            block=needed,
+                            again=holder.label,
+                        )
+                        first_empty = (result,)
+                        queue = [holder]
+                        continue
             return result
+        if first_empty is not None:
+            return first_empty[0]
         raise UpstreamUnavailable(
             f"no upstream node of network {self.network!r} could answer "
             f"({len(attempts)} attempt{'s' if len(attempts) != 1 else ''})"
         )
+
+    def _needed_block(self, scope: BlockScope, *, tolerance: int) -> int | None:
+        """The lowest head a node must have to answer a read of ``scope``: the block itself, or for the head the
+        pool's head less ``tolerance``; None when not known."""
+        if scope is None:
+            return None
+        if scope == AT_HEAD:
+            highest = self.highest_head()
+            return None if highest is None else highest - tolerance
+        return scope
+
+    def _holder(self, block: int, *, below: UpstreamNode, tried: set[str]) -> UpstreamNode | None:
+        """A healthy node not yet tried that has ``block``, else the one with the highest head above ``below``'s
+        (heads are known as of the last reading, so the block may be newer than any known head); None when there is
+        no such node."""
+        others = [node for node in self.nodes if node.health.healthy and node.label not in tried]
+        for node in others:
+            if self._holds(node, block):
+                return node
+        floor = -1 if below.health.head is None else below.health.head
+        ahead = [node for node in others if node.health.head is not None and node.health.head > floor]
+        return max(ahead, key=lambda node: node.health.head or 0) if ahead else None
+
+    @staticmethod
+    def _holds(node: UpstreamNode, block: int) -> bool:
+        head = node.health.head
+        return head is not None and head >= block
 
     async def ask_each(
         self, operation: Callable[[UpstreamNode], Awaitable[T]], *, grace_seconds: float
@@ -156,17 +227,47 @@ class UpstreamPool:
             metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(1)
         node.record_success()
 
-    async def forward(self, request: RpcRequest, *, idempotent: bool) -> tuple[bytes, str]:
-        """Sends a checked request (written again by ``encode_request``, with the caller's id) and returns the
-        node's raw answer, which echoes that id, and the label of the node that gave it."""
-        body = encode_request(request)
+    async def forward(self, request: RpcRequest, *, idempotent: bool, params: bytes | None = None) -> tuple[bytes, str]:
+        """Sends a checked request (written again by ``encode_request``, with the caller's id; ``params``: its
+        params as already written) and returns the node's raw answer, which echoes that id, and the label of the node
+        that gave it. A read about a block is answered by a node that has it (see the module docstring)."""
+        body = encode_request(request, params)
+        method = request.method
+        learns_head = method == "eth_blockNumber"
 
         async def post(node: UpstreamNode) -> tuple[bytes, str]:
-            return await node.post(body, idempotent=idempotent), node.label
+            answer = await node.post(body, idempotent=idempotent)
+            if learns_head:
+                head = _block_number_result(answer)
+                if head is not None:
+                    node.record_head(head)
+            return answer, node.label
 
-        return await self.execute(post, idempotent=idempotent)
+        if not idempotent:
+            return await self.execute(post, idempotent=False)
+        return await self.execute(
+            post, scope=block_scope(method, request.params), empty=lambda answer: is_empty_answer(method, answer[0])
+        )
 
     # -- block numbers -----------------------------------------------------------------------------------------
+
+    def highest_head(self) -> int | None:
+        """The highest head any answering node reported (None when none did)."""
+        heads = [node.health.head for node in self.nodes if node.health.healthy and node.health.head is not None]
+        return max(heads) if heads else None
+
+    def told_head(self, number: int) -> int:
+        """The head block to tell a client whom a node told ``number``: in a pool of several nodes never lower than
+        a head told before, nor than the pool's head; a pool of one node tells what its node says."""
+        if len(self.nodes) < 2:
+            return number
+        highest = self.highest_head()
+        floor = max(self._told_head, -1 if highest is None else highest)
+        if number >= floor:
+            self._told_head = number
+            return number
+        self._told_head = floor
+        return floor
 
     async def head(self) -> int:
         """The highest head block among answering nodes, read again when older than ``head_max_age_seconds``."""
@@ -247,3 +348,13 @@ class UpstreamPool:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._health_task
             self._health_task = None
+
+
+def _block_number_result(answer: bytes) -> int | None:
+    """The block number an ``eth_blockNumber`` answer holds, None when it holds none."""
+    try:
+        document = orjson.loads(answer)
+        result = document.get("result") if isinstance(document, dict) else None
+        return int(result, 16) if isinstance(result, str) else None
+    except (orjson.JSONDecodeError, ValueError):
+        return None
