@@ -166,6 +166,28 @@ class MethodCostSettings(BaseModel):
         return methods
 
 
+class UpstreamSelectionSettings(BaseModel):
+    """How the pool scores its nodes and when it stops sending them reads (docs/gateway.md, "Scored selection")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    latency_smoothing: float = Field(
+        default=0.3, gt=0, le=1, description="weight of the newest exchange in a node's smoothed latency per method"
+    )
+    window_exchanges: int = Field(
+        default=20, ge=1, description="the last exchanges of a node its error and throttling rates are taken over"
+    )
+    circuit_failure_ratio: float = Field(
+        default=0.5, gt=0, le=1, description="share of failed exchanges in the window that opens a node's circuit"
+    )
+    circuit_min_exchanges: int = Field(
+        default=5, ge=1, description="exchanges the window must hold before the circuit may open"
+    )
+    circuit_half_open_after_seconds: float = Field(
+        default=5.0, gt=0, description="pause of an open circuit before one read is let through as a probe"
+    )
+
+
 class GatewaySettings(BaseModel):
     """Request handling and upstream behaviour of the gateway."""
 
@@ -197,6 +219,7 @@ class GatewaySettings(BaseModel):
     )
     cache: ResponseCacheSettings = Field(default_factory=ResponseCacheSettings)
     costs: MethodCostSettings = Field(default_factory=MethodCostSettings)
+    selection: UpstreamSelectionSettings = Field(default_factory=UpstreamSelectionSettings)
 
 
 class DevChainSettings(BaseModel):

@@ -71,7 +71,8 @@ async def test_the_head_told_never_goes_backwards(
         told = [int(await ask(gateway, "eth_blockNumber", []), 16) for _ in range(12)]
         assert told == sorted(told), told
         assert told[-1] == 40
-        assert lagging.count("eth_blockNumber") > 0  # the lagging node was asked, and not believed
+        if not cache:  # (with the cache, answers come from the node at the cache's head)
+            assert lagging.count("eth_blockNumber") > 0  # the lagging node was asked, and not believed
         # The honest node goes away: the lagging one answers alone, and still does not take the head back.
         fast.dead = True
         after = [int(await ask(gateway, "eth_blockNumber", []), 16) for _ in range(4)]
@@ -108,7 +109,8 @@ async def test_a_receipt_a_slightly_lagging_node_lacks_is_asked_again(
     node: AnvilNode, proxies: tuple[FaultProxy, FaultProxy], cache: bool
 ) -> None:
     fast, lagging = proxies
-    lagging.lag_blocks = 3  # within max_lag_blocks: it takes reads about the head, in turn
+    lagging.lag_blocks = 3  # within max_lag_blocks: it takes reads about the head
+    fast.delay_seconds = 0.05  # and, the other being slow, it has the better score
     gateway = make_gateway(lagging.url, fast.url, cache=cache)
     try:
         await gateway.pools["mainnet"].check_health()

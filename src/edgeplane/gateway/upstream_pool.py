@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
@@ -29,6 +30,7 @@ from edgeplane.config import GatewaySettings
 from edgeplane.gateway.block_scope import AT_HEAD, BlockScope, block_scope, is_empty_answer
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
+from edgeplane.gateway.upstream_score import ScoreFactors, UpstreamScore
 from edgeplane.jsonrpc.envelope import RpcRequest, encode_request
 from edgeplane.jsonrpc.quantities import BlockRef
 
@@ -37,6 +39,26 @@ log = structlog.get_logger(__name__)
 
 # Pause before trying the same node again, when the pool has fewer nodes than attempts.
 _SAME_NODE_RETRY_PAUSE_SECONDS = 0.05
+# The JSON-RPC code of a node that refuses for its rate limit ("limit exceeded").
+_THROTTLED = -32005
+# Scores are compared in steps of this size: nodes within a step of each other take reads in turn.
+_SCORE_STEP = 0.2
+UPSTREAM_STATES = ("ok", "lagging", "half_open", "open", "failing")
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamReport:
+    """What the pool says of one node, for ``/metrics`` and ``edgeplane status``: its score and its parts, its
+    state (``ok``, ``lagging`` more than ``max_lag_blocks``, circuit ``half_open`` or ``open``, ``failing`` its last
+    exchange or check), and why, in words."""
+
+    upstream: str
+    score: float
+    factors: ScoreFactors
+    state: str
+    head: int | None
+    lag_blocks: int | None
+    reason: str
 
 
 class UpstreamPool:
@@ -52,27 +74,59 @@ class UpstreamPool:
         self._latency: dict[str, Histogram] = {}
         self._stragglers: set[asyncio.Future[Any]] = set()  # calls of ask_each left to finish on their own
         self._told_head = -1  # the highest head told to a client (eth_blockNumber)
+        self._scores = {node.label: UpstreamScore(settings.selection) for node in nodes}
 
     # -- using the nodes ---------------------------------------------------------------------------------------
 
-    def attempt_order(self, *, idempotent: bool, scope: BlockScope = None) -> list[UpstreamNode]:
-        """The nodes to try, in order: healthy nodes in turn, those that have the block ``scope`` names first, then
-        the failing ones as a last resort."""
-        if not self.nodes:
-            return []
-        healthy = [node for node in self.nodes if node.health.healthy]
-        failing = [node for node in self.nodes if not node.health.healthy]
-        if healthy:
-            shift = next(self._turn) % len(healthy)
-            healthy = healthy[shift:] + healthy[:shift]
-            if scope is not None:
-                needed = self._needed_block(scope, tolerance=self._settings.max_lag_blocks)
-                if needed is not None:
-                    healthy.sort(key=lambda node: not self._holds(node, needed))
-        order = healthy + failing
+    def attempt_order(self, *, idempotent: bool, scope: BlockScope = None, method: str = "") -> list[UpstreamNode]:
+        """The nodes to try, in order: first the nodes that take reads (answering, circuit closed, and having the
+        block ``scope`` names; a half-open node first, as its probe), best score first and in turn among nodes of
+        about the same score; then the nodes without the block; then the failing and open ones as a last resort."""
+        nodes = self.nodes
+        if len(nodes) <= 1:  # nothing to choose: the one node, as many times as a read may be tried
+            return list(nodes) * (self._settings.max_attempts if idempotent else 1)
+        shift = next(self._turn) % len(nodes)
+        rotated = nodes[shift:] + nodes[:shift]
+        needed = None if scope is None else self._needed_block(scope, tolerance=self._settings.max_lag_blocks)
+        probes: list[UpstreamNode] = []
+        ready: list[UpstreamNode] = []
+        behind: list[UpstreamNode] = []
+        last: list[UpstreamNode] = []
+        for node in rotated:
+            score = self._scores[node.label]
+            state = score.state()
+            if not node.health.healthy or state == "open":
+                last.append(node)
+            elif state == "half_open":
+                (probes if idempotent and score.takes_reads() else last).append(node)
+            elif needed is not None and not self._holds(node, needed):
+                behind.append(node)
+            else:
+                ready.append(node)
+        if len(ready) > 1:
+            ranked = self._ranked(ready, method)
+            ready.sort(key=lambda node: -round(ranked[node.label] / _SCORE_STEP))
+        order = probes + ready + behind + last
         if not idempotent:
             return order
         return [order[index % len(order)] for index in range(self._settings.max_attempts)]
+
+    def _ranked(self, nodes: list[UpstreamNode], method: str) -> dict[str, float]:
+        """The score of each of ``nodes`` for a read of ``method``."""
+        latencies = [latency for node in nodes if (latency := self._scores[node.label].latency(method)) is not None]
+        fastest = min(latencies) if latencies else None
+        highest = self.highest_head()
+        return {
+            node.label: self._scores[node.label]
+            .factors(method, fastest, self._lag(node, highest), self._settings.max_lag_blocks)
+            .score
+            for node in nodes
+        }
+
+    @staticmethod
+    def _lag(node: UpstreamNode, highest: int | None) -> int | None:
+        head = node.health.head
+        return None if head is None or highest is None else highest - head
 
     async def execute(
         self,
@@ -81,15 +135,19 @@ class UpstreamPool:
         idempotent: bool = True,
         scope: BlockScope = None,
         empty: Callable[[T], bool] | None = None,
+        method: str = "",
+        throttled: Callable[[T], bool] | None = None,
     ) -> T:
         """Runs ``operation`` against nodes until one answers.
 
         A node's JSON-RPC error (``UpstreamRejected``) is its answer and is raised at once. With ``scope`` and
         ``empty``: an answer ``empty`` calls empty, from a node whose head is below the block ``scope`` names, is
         asked again of one node that has the block, whose answer is the answer (the first one when it fails).
+        ``method`` names the read for the nodes' latency per method; ``throttled`` tells an answer that says the node
+        is throttling (it is passed on all the same, and counts against the node's score).
         Raises ``UpstreamUnavailable`` when no node is configured or every attempt failed in transport.
         """
-        attempts = self.attempt_order(idempotent=idempotent, scope=scope)
+        attempts = self.attempt_order(idempotent=idempotent, scope=scope, method=method)
         if not attempts:
             raise UpstreamUnavailable(f"no upstream node is configured for network {self.network!r}")
         tried: set[str] = set()
@@ -106,10 +164,10 @@ class UpstreamPool:
             except UpstreamTransportError as exc:
                 self._failed(node, exc)
                 continue
-            except UpstreamRejected:
-                self._answered(node, started)
+            except UpstreamRejected as rejected:
+                self._answered(node, started, method, throttled=rejected.code == _THROTTLED)
                 raise
-            self._answered(node, started)
+            self._answered(node, started, method, throttled=throttled is not None and throttled(result))
             if first_empty is None and scope is not None and empty is not None and empty(result):
                 needed = self._needed_block(scope, tolerance=0)
                 if needed is not None and not self._holds(node, needed):
@@ -212,20 +270,88 @@ class UpstreamPool:
 
     def _failed(self, node: UpstreamNode, exc: UpstreamTransportError) -> None:
         metrics.UPSTREAM_ERRORS.labels(self.network, node.label).inc()
+        score = self._scores.get(node.label)
+        if score is not None:
+            was = score.state()
+            score.failed(throttled=exc.throttled)
+            if was != "open" and score.state() == "open":
+                failed, total = score.failure_counts()
+                log.warning(
+                    "upstream circuit opened",
+                    network=self.network,
+                    upstream=node.label,
+                    failed=failed,
+                    exchanges=total,
+                )
         if node.health.healthy:
             log.warning("upstream failed", network=self.network, upstream=node.label, error=str(exc))
         node.record_failure(str(exc))
         metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(0)
 
-    def _answered(self, node: UpstreamNode, started: float) -> None:
+    def _answered(self, node: UpstreamNode, started: float, method: str = "", *, throttled: bool = False) -> None:
+        seconds = time.perf_counter() - started
         histogram = self._latency.get(node.label)
         if histogram is None:
             histogram = self._latency[node.label] = metrics.UPSTREAM_LATENCY.labels(self.network, node.label)
-        histogram.observe(time.perf_counter() - started)
+        histogram.observe(seconds)
+        score = self._scores.get(node.label)
+        if score is not None:
+            if score.circuit != "closed":
+                log.info("upstream circuit closed", network=self.network, upstream=node.label)
+            score.answered(method, seconds, throttled=throttled)
         if not node.health.healthy:
             log.info("upstream recovered", network=self.network, upstream=node.label)
             metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(1)
         node.record_success()
+
+    # -- reports -----------------------------------------------------------------------------------------------
+
+    def reports(self) -> list[UpstreamReport]:
+        """Each node's score, state and why (see ``UpstreamReport``), for reads of every method together."""
+        highest = self.highest_head()
+        latencies = [latency for score in self._scores.values() if (latency := score.latency("")) is not None]
+        fastest = min(latencies) if latencies else None
+        max_lag = self._settings.max_lag_blocks
+        found = []
+        for node in self.nodes:
+            score = self._scores[node.label]
+            lag = self._lag(node, highest)
+            factors = score.factors("", fastest, lag, max_lag)
+            circuit = score.state()
+            failed, total = score.failure_counts()
+            state: str
+            if circuit != "closed":
+                state = circuit
+                reason = f"circuit {circuit.replace('_', '-')}: {failed} of the last {total} exchanges failed"
+            elif not node.health.healthy:
+                state, reason = "failing", f"last exchange failed: {node.health.last_error}"
+            elif lag is not None and lag > max_lag:
+                state, reason = "lagging", f"head {lag} blocks behind the pool's (more than {max_lag})"
+            else:
+                state = "ok"
+                weakest = min(
+                    ("latency", factors.latency),
+                    ("errors", factors.errors),
+                    ("throttling", factors.throttling),
+                    ("lag", factors.lag),
+                    key=lambda part: part[1],
+                )
+                reason = "as good as the best" if weakest[1] >= 1.0 else f"held back most by {weakest[0]}"
+            found.append(UpstreamReport(node.label, factors.score, factors, state, node.health.head, lag, reason))
+        return found
+
+    def publish_reports(self) -> None:
+        """Sets the nodes' score and state gauges of ``/metrics`` from ``reports``."""
+        for report in self.reports():
+            metrics.UPSTREAM_SCORE.labels(self.network, report.upstream).set(report.score)
+            for factor in ("latency", "errors", "throttling", "lag"):
+                metrics.UPSTREAM_SCORE_FACTOR.labels(self.network, report.upstream, factor).set(
+                    getattr(report.factors, factor)
+                )
+            for state in UPSTREAM_STATES:
+                metrics.UPSTREAM_STATE.labels(self.network, report.upstream, state).set(
+                    1 if state == report.state else 0
+                )
 
     async def forward(self, request: RpcRequest, *, idempotent: bool, params: bytes | None = None) -> tuple[bytes, str]:
         """Sends a checked request (written again by ``encode_request``, with the caller's id; ``params``: its
@@ -244,9 +370,13 @@ class UpstreamPool:
             return answer, node.label
 
         if not idempotent:
-            return await self.execute(post, idempotent=False)
+            return await self.execute(post, idempotent=False, method=method)
         return await self.execute(
-            post, scope=block_scope(method, request.params), empty=lambda answer: is_empty_answer(method, answer[0])
+            post,
+            scope=block_scope(method, request.params),
+            empty=lambda answer: is_empty_answer(method, answer[0]),
+            method=method,
+            throttled=lambda answer: _says_throttled(answer[0]),
         )
 
     # -- block numbers -----------------------------------------------------------------------------------------
@@ -322,9 +452,12 @@ class UpstreamPool:
         timeout = self._settings.health_check_timeout_seconds
         await asyncio.gather(*(node.check(timeout) for node in self.nodes))
         for node in self.nodes:
+            if node.health.healthy and node.health.latency_seconds:
+                self._scores[node.label].observe_latency(node.health.latency_seconds)
             metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(1 if node.health.healthy else 0)
             if node.health.head is not None:
                 metrics.UPSTREAM_HEAD.labels(self.network, node.label).set(node.health.head)
+        self.publish_reports()
 
     async def _health_loop(self) -> None:
         while True:
@@ -358,3 +491,8 @@ def _block_number_result(answer: bytes) -> int | None:
         return int(result, 16) if isinstance(result, str) else None
     except (orjson.JSONDecodeError, ValueError):
         return None
+
+
+def _says_throttled(answer: bytes) -> bool:
+    """Whether a node's answer is its rate limit's error (-32005), read only in a short answer that names one."""
+    return len(answer) < 1024 and b"-32005" in answer and b'"error"' in answer
