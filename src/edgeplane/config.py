@@ -202,6 +202,9 @@ class GatewaySettings(BaseModel):
     max_batch_size: int = Field(default=100, ge=1)
     request_timeout_seconds: float = Field(default=30.0, gt=0)
     max_attempts: int = Field(default=3, ge=1, description="tries of one read across the pool's nodes")
+    multiplex_reads: bool = Field(
+        default=True, description="identical reads in flight share one upstream exchange (never writes)"
+    )
     max_lag_blocks: int = Field(
         default=16,
         ge=0,

@@ -29,6 +29,7 @@ from edgeplane import metrics
 from edgeplane.config import GatewaySettings
 from edgeplane.gateway.block_scope import AT_HEAD, BlockScope, block_scope, is_empty_answer
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
+from edgeplane.gateway.read_multiplexer import ReadMultiplexer, read_key
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 from edgeplane.gateway.upstream_score import ScoreFactors, UpstreamScore
 from edgeplane.jsonrpc.envelope import RpcRequest, encode_request
@@ -75,6 +76,7 @@ class UpstreamPool:
         self._stragglers: set[asyncio.Future[Any]] = set()  # calls of ask_each left to finish on their own
         self._told_head = -1  # the highest head told to a client (eth_blockNumber)
         self._scores = {node.label: UpstreamScore(settings.selection) for node in nodes}
+        self.multiplexer = ReadMultiplexer() if settings.multiplex_reads else None
 
     # -- using the nodes ---------------------------------------------------------------------------------------
 
@@ -356,7 +358,8 @@ class UpstreamPool:
     async def forward(self, request: RpcRequest, *, idempotent: bool, params: bytes | None = None) -> tuple[bytes, str]:
         """Sends a checked request (written again by ``encode_request``, with the caller's id; ``params``: its
         params as already written) and returns the node's raw answer, which echoes that id, and the label of the node
-        that gave it. A read about a block is answered by a node that has it (see the module docstring)."""
+        that gave it. A read about a block is answered by a node that has it (see the module docstring), and
+        identical reads in flight share one exchange (``edgeplane.gateway.read_multiplexer``)."""
         body = encode_request(request, params)
         method = request.method
         learns_head = method == "eth_blockNumber"
@@ -371,13 +374,20 @@ class UpstreamPool:
 
         if not idempotent:
             return await self.execute(post, idempotent=False, method=method)
-        return await self.execute(
-            post,
-            scope=block_scope(method, request.params),
-            empty=lambda answer: is_empty_answer(method, answer[0]),
-            method=method,
-            throttled=lambda answer: _says_throttled(answer[0]),
-        )
+
+        def read() -> Awaitable[tuple[bytes, str]]:
+            return self.execute(
+                post,
+                scope=block_scope(method, request.params),
+                empty=lambda answer: is_empty_answer(method, answer[0]),
+                method=method,
+                throttled=lambda answer: _says_throttled(answer[0]),
+            )
+
+        if self.multiplexer is None:
+            return await read()
+        key = read_key(method, request.params, self.highest_head())
+        return await self.multiplexer.share(key, request.id, read)
 
     # -- block numbers -----------------------------------------------------------------------------------------
 
