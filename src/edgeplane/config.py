@@ -186,6 +186,18 @@ class UpstreamSelectionSettings(BaseModel):
     circuit_half_open_after_seconds: float = Field(
         default=5.0, gt=0, description="pause of an open circuit before one read is let through as a probe"
     )
+    hedge_max_extra: int = Field(
+        default=1, ge=0, description="extra nodes a slow read is sent to (0: reads are never hedged; writes never are)"
+    )
+    hedge_quantile: float = Field(
+        default=0.9, gt=0, le=1, description="a read waits this quantile of its method's recent latency before hedging"
+    )
+    hedge_min_delay_seconds: float = Field(default=0.05, ge=0, description="the hedge delay's lower clamp")
+    hedge_max_delay_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="the hedge delay's upper clamp, and the delay while a method's latency is unknown",
+    )
 
 
 class GatewaySettings(BaseModel):

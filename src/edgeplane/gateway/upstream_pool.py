@@ -29,6 +29,7 @@ from edgeplane import metrics
 from edgeplane.config import GatewaySettings
 from edgeplane.gateway.block_scope import AT_HEAD, BlockScope, block_scope, is_empty_answer
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
+from edgeplane.gateway.read_hedging import HedgeDelays
 from edgeplane.gateway.read_multiplexer import ReadMultiplexer, read_key
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 from edgeplane.gateway.upstream_score import ScoreFactors, UpstreamScore
@@ -77,13 +78,17 @@ class UpstreamPool:
         self._told_head = -1  # the highest head told to a client (eth_blockNumber)
         self._scores = {node.label: UpstreamScore(settings.selection) for node in nodes}
         self.multiplexer = ReadMultiplexer() if settings.multiplex_reads else None
+        self._hedge_delays = HedgeDelays(settings.selection)
 
     # -- using the nodes ---------------------------------------------------------------------------------------
 
-    def attempt_order(self, *, idempotent: bool, scope: BlockScope = None, method: str = "") -> list[UpstreamNode]:
+    def attempt_order(
+        self, *, idempotent: bool, scope: BlockScope = None, method: str = "", avoid: frozenset[str] = frozenset()
+    ) -> list[UpstreamNode]:
         """The nodes to try, in order: first the nodes that take reads (answering, circuit closed, and having the
         block ``scope`` names; a half-open node first, as its probe), best score first and in turn among nodes of
-        about the same score; then the nodes without the block; then the failing and open ones as a last resort."""
+        about the same score; then the nodes without the block; then the failing and open ones as a last resort; the
+        nodes ``avoid`` names after all these (a hedge's, which another exchange of the read is on)."""
         nodes = self.nodes
         if len(nodes) <= 1:  # nothing to choose: the one node, as many times as a read may be tried
             return list(nodes) * (self._settings.max_attempts if idempotent else 1)
@@ -109,6 +114,10 @@ class UpstreamPool:
             ranked = self._ranked(ready, method)
             ready.sort(key=lambda node: -round(ranked[node.label] / _SCORE_STEP))
         order = probes + ready + behind + last
+        if avoid:
+            order = [node for node in order if node.label not in avoid] + [
+                node for node in order if node.label in avoid
+            ]
         if not idempotent:
             return order
         return [order[index % len(order)] for index in range(self._settings.max_attempts)]
@@ -139,6 +148,8 @@ class UpstreamPool:
         empty: Callable[[T], bool] | None = None,
         method: str = "",
         throttled: Callable[[T], bool] | None = None,
+        avoid: frozenset[str] = frozenset(),
+        on_node: Callable[[UpstreamNode], None] | None = None,
     ) -> T:
         """Runs ``operation`` against nodes until one answers.
 
@@ -146,10 +157,11 @@ class UpstreamPool:
         ``empty``: an answer ``empty`` calls empty, from a node whose head is below the block ``scope`` names, is
         asked again of one node that has the block, whose answer is the answer (the first one when it fails).
         ``method`` names the read for the nodes' latency per method; ``throttled`` tells an answer that says the node
-        is throttling (it is passed on all the same, and counts against the node's score).
+        is throttling (it is passed on all the same, and counts against the node's score). ``avoid``: labels of nodes
+        to try last; ``on_node`` is told each node as it is tried.
         Raises ``UpstreamUnavailable`` when no node is configured or every attempt failed in transport.
         """
-        attempts = self.attempt_order(idempotent=idempotent, scope=scope, method=method)
+        attempts = self.attempt_order(idempotent=idempotent, scope=scope, method=method, avoid=avoid)
         if not attempts:
             raise UpstreamUnavailable(f"no upstream node is configured for network {self.network!r}")
         tried: set[str] = set()
@@ -160,6 +172,8 @@ class UpstreamPool:
             if node.label in tried:
                 await asyncio.sleep(_SAME_NODE_RETRY_PAUSE_SECONDS)
             tried.add(node.label)
+            if on_node is not None:
+                on_node(node)
             started = time.perf_counter()
             try:
                 result = await operation(node)
@@ -375,19 +389,73 @@ class UpstreamPool:
         if not idempotent:
             return await self.execute(post, idempotent=False, method=method)
 
-        def read() -> Awaitable[tuple[bytes, str]]:
+        scope = block_scope(method, request.params)
+
+        def attempt(
+            avoid: frozenset[str], on_node: Callable[[UpstreamNode], None] | None
+        ) -> Awaitable[tuple[bytes, str]]:
             return self.execute(
                 post,
-                scope=block_scope(method, request.params),
+                scope=scope,
                 empty=lambda answer: is_empty_answer(method, answer[0]),
                 method=method,
                 throttled=lambda answer: _says_throttled(answer[0]),
+                avoid=avoid,
+                on_node=on_node,
             )
+
+        def read() -> Awaitable[tuple[bytes, str]]:
+            return self._hedged(method, attempt)
 
         if self.multiplexer is None:
             return await read()
         key = read_key(method, request.params, self.highest_head())
         return await self.multiplexer.share(key, request.id, read)
+
+    async def _hedged(
+        self,
+        method: str,
+        attempt: Callable[[frozenset[str], Callable[[UpstreamNode], None] | None], Awaitable[T]],
+    ) -> T:
+        """A read, hedged (``edgeplane.gateway.read_hedging``): ``attempt(avoid, on_node)`` runs it on the pool's
+        nodes, those ``avoid`` names last; once it has waited the hedge delay, another attempt starts that avoids the
+        nodes the first ones are on, up to ``hedge_max_extra`` of them. The first to answer wins and the others are
+        cancelled; when every attempt fails, the first one's error is raised."""
+        extra = self._settings.selection.hedge_max_extra
+        if extra == 0 or len(self.nodes) < 2:
+            return await attempt(frozenset(), None)
+        busy: set[str] = set()
+
+        def started(node: UpstreamNode) -> None:
+            busy.add(node.label)
+
+        delay = self._hedge_delays.delay(method)
+        began = time.perf_counter()
+        running: list[asyncio.Future[T]] = [asyncio.ensure_future(attempt(frozenset(), started))]
+        failures: list[BaseException] = []
+        try:
+            while True:
+                pending = [task for task in running if not task.done()]
+                if not pending:
+                    raise failures[0]
+                hedge = len(running) <= extra
+                done, _ = await asyncio.wait(
+                    pending, timeout=delay if hedge else None, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    log.info("read hedged", network=self.network, method=method, delay=round(delay, 4))
+                    running.append(asyncio.ensure_future(attempt(frozenset(busy), started)))
+                    continue
+                for task in done:
+                    error = task.exception()
+                    if error is None:
+                        self._hedge_delays.observe(method, time.perf_counter() - began)
+                        return task.result()
+                    failures.append(error)
+        finally:
+            for task in running:
+                if not task.done():
+                    task.cancel()
 
     # -- block numbers -----------------------------------------------------------------------------------------
 
