@@ -215,3 +215,38 @@ def test_status_shows_what_the_gateways_processes_published(tmp_path: Path) -> N
     assert "failing" in text
     slow = UpstreamState("mainnet", "c", 0.1, "ok", {"latency": 0.1, "errors": 1.0, "throttling": 1.0, "lag": 1.0})
     assert slow.reason == "held back most by latency (0.10)"
+
+
+async def test_a_flapping_node_never_fails_a_read(pair: tuple[FaultProxy, FaultProxy]) -> None:
+    steady, flapping = pair
+    flapping.flap(0.05)
+    gateway = make_gateway(steady.url, flapping.url, health_check_interval_seconds=0.05)
+    pool = gateway.pools["mainnet"]
+    pool.start()
+    try:
+        for _ in range(60):
+            assert await ask(gateway) == "0x7a69"
+            await asyncio.sleep(0.01)
+        assert flapping.exchanges > 0
+    finally:
+        await pool.stop()
+        close(gateway)
+
+
+async def test_a_slow_node_that_is_the_most_advanced_answers_what_only_it_has(
+    node: AnvilNode, pair: tuple[FaultProxy, FaultProxy]
+) -> None:
+    advanced, behind = pair
+    advanced.delay_seconds = 0.2
+    behind.lag_blocks = 3
+    gateway = make_gateway(behind.url, advanced.url)
+    try:
+        await gateway.pools["mainnet"].check_health()
+        head = int(node.rpc("eth_blockNumber"), 16)
+        for _ in range(4):
+            assert int(await ask(gateway, "eth_blockNumber"), 16) == head
+            block = await ask(gateway, "eth_getBlockByNumber", [hex(head), False])
+            assert block["number"] == hex(head)
+        assert advanced.count("eth_getBlockByNumber", [hex(head), False]) >= 1
+    finally:
+        close(gateway)
