@@ -160,3 +160,25 @@ async def test_reads_with_members_in_another_order_share_an_exchange(pair: tuple
         assert first.count("eth_call") == 1
     finally:
         close(gateway)
+
+
+async def test_when_the_leader_goes_away_a_follower_leads(pair: tuple[FaultProxy, FaultProxy]) -> None:
+    first, _ = pair
+    first.delay_seconds = 0.2
+    gateway = make_gateway(first.url, cache=False)
+    try:
+        body = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "eth_chainId", "params": []})
+        leader = asyncio.ensure_future(gateway.handle("mainnet", body))
+        await asyncio.sleep(0.05)
+        followers = [
+            asyncio.ensure_future(gateway.handle("mainnet", body.replace(b'"id":0', b'"id":%d' % index)))
+            for index in range(1, 6)
+        ]
+        await asyncio.sleep(0.05)
+        leader.cancel()
+        answers = await asyncio.gather(*followers)
+        assert [orjson.loads(answer.body)["id"] for answer in answers] == [1, 2, 3, 4, 5]
+        assert {orjson.loads(answer.body)["result"] for answer in answers} == {"0x7a69"}
+        assert first.count("eth_chainId") == 2  # the leader's, and the new leader's
+    finally:
+        close(gateway)

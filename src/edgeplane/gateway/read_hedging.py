@@ -18,6 +18,9 @@ from edgeplane.config import UpstreamSelectionSettings
 # Latencies kept per method, and how many must be known before their quantile is trusted.
 _SAMPLES: Final = 200
 _MIN_SAMPLES: Final = 10
+# The quantile is computed again after this many new latencies, not on every read (sorting 200 costs more than the
+# rest of choosing a node).
+_RECOMPUTE_EVERY: Final = 16
 
 
 class HedgeDelays:
@@ -26,6 +29,7 @@ class HedgeDelays:
     def __init__(self, settings: UpstreamSelectionSettings) -> None:
         self._settings = settings
         self._latencies: dict[str, collections.deque[float]] = {}
+        self._delays: dict[str, tuple[float, int]] = {}  # per method: the delay, and the latencies seen since
 
     def observe(self, method: str, seconds: float) -> None:
         """A read of ``method`` answered in ``seconds``."""
@@ -33,6 +37,9 @@ class HedgeDelays:
         if samples is None:
             samples = self._latencies[method] = collections.deque(maxlen=_SAMPLES)
         samples.append(seconds)
+        known = self._delays.get(method)
+        if known is not None:
+            self._delays[method] = (known[0], known[1] + 1)
 
     def delay(self, method: str) -> float:
         """How long a read of ``method`` waits before it is hedged."""
@@ -40,6 +47,11 @@ class HedgeDelays:
         samples = self._latencies.get(method)
         if samples is None or len(samples) < _MIN_SAMPLES:
             return settings.hedge_max_delay_seconds
+        known = self._delays.get(method)
+        if known is not None and known[1] < _RECOMPUTE_EVERY:
+            return known[0]
         ordered = sorted(samples)
         quantile = ordered[min(len(ordered) - 1, int(settings.hedge_quantile * len(ordered)))]
-        return min(settings.hedge_max_delay_seconds, max(settings.hedge_min_delay_seconds, quantile))
+        delay = min(settings.hedge_max_delay_seconds, max(settings.hedge_min_delay_seconds, quantile))
+        self._delays[method] = (delay, 0)
+        return delay

@@ -5,8 +5,8 @@ thundering herd that would cost the node one exchange each. A read is identified
 canonical form (``read_key``: objects' members sorted, so ``{"to":..,"data":..}`` and ``{"data":..,"to":..}`` are
 one read) and the pool's head when it was asked (a read at ``latest`` asked after a new head is known does not
 join one asked before). The first read with a key (the leader) goes to the pool; the others arriving while it is in
-flight (followers) wait for it and get its answer, written again with their own id, or its error. The exchange
-belongs to every reader: a leader whose client goes away does not cancel it.
+flight (followers) wait for it and get its answer, written again with their own id, or its error. When the leader's
+client goes away (its read cancelled), its followers start again, the first of them leading.
 
 Only reads share: a write goes to the pool each time, and so does a batch (as one exchange already).
 """
@@ -53,19 +53,34 @@ class ReadMultiplexer:
 
     async def share(self, key: bytes, request_id: Any, exchange: Callable[[], Awaitable[Exchange]]) -> Exchange:
         """The answer to the read ``key`` names: its own exchange (``exchange()``) when none with that key is in
-        flight, else that one's answer with ``request_id`` as its id. Raises what the exchange raises."""
-        flight = self._flights.get(key)
-        if flight is not None:
-            self.shared += 1
-            answer, upstream = await asyncio.shield(flight)
-            return with_id(answer, request_id), upstream
-        flight = asyncio.ensure_future(exchange())
-        self._flights[key] = flight
-        flight.add_done_callback(lambda done: self._landed(key, done))
-        return await asyncio.shield(flight)
+        flight, else that one's answer with ``request_id`` as its id. Raises what the exchange raises.
 
-    def _landed(self, key: bytes, flight: asyncio.Future[Exchange]) -> None:
-        if self._flights.get(key) is flight:
-            del self._flights[key]
-        if not flight.cancelled():
-            flight.exception()  # retrieved here: a reader that went away must not leave it unretrieved
+        The leader runs the exchange itself (no task of its own: the common read has no follower); when its client
+        goes away, the followers it had start again, the first of them as the new leader."""
+        while (flight := self._flights.get(key)) is not None:
+            try:
+                answer, upstream = await asyncio.shield(flight)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if flight.cancelled() and (task is None or not task.cancelling()):
+                    continue  # the leader went away, not this reader
+                raise
+            self.shared += 1
+            return with_id(answer, request_id), upstream
+        flight = asyncio.get_running_loop().create_future()
+        self._flights[key] = flight
+        try:
+            exchanged = await exchange()
+        except asyncio.CancelledError:
+            flight.cancel()
+            raise
+        except BaseException as error:
+            flight.set_exception(error)
+            flight.exception()  # retrieved: a read without followers must not leave it unretrieved
+            raise
+        else:
+            flight.set_result(exchanged)
+            return exchanged
+        finally:
+            if self._flights.get(key) is flight:
+                del self._flights[key]

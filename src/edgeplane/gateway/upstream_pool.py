@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -393,7 +393,7 @@ class UpstreamPool:
 
         def attempt(
             avoid: frozenset[str], on_node: Callable[[UpstreamNode], None] | None
-        ) -> Awaitable[tuple[bytes, str]]:
+        ) -> Coroutine[Any, Any, tuple[bytes, str]]:
             return self.execute(
                 post,
                 scope=scope,
@@ -415,47 +415,70 @@ class UpstreamPool:
     async def _hedged(
         self,
         method: str,
-        attempt: Callable[[frozenset[str], Callable[[UpstreamNode], None] | None], Awaitable[T]],
+        attempt: Callable[[frozenset[str], Callable[[UpstreamNode], None] | None], Coroutine[Any, Any, T]],
     ) -> T:
         """A read, hedged (``edgeplane.gateway.read_hedging``): ``attempt(avoid, on_node)`` runs it on the pool's
-        nodes, those ``avoid`` names last; once it has waited the hedge delay, another attempt starts that avoids the
-        nodes the first ones are on, up to ``hedge_max_extra`` of them. The first to answer wins and the others are
-        cancelled; when every attempt fails, the first one's error is raised."""
+        nodes, those ``avoid`` names last. The first attempt runs here; once it has waited the hedge delay, another
+        starts beside it (a task) that avoids the nodes the first is on, up to ``hedge_max_extra`` of them. The first
+        answer wins and the other attempts are cancelled; when every attempt fails, the first one's error is raised.
+
+        Why this shape: most reads are never hedged, so a read costs one timer, not a task and a wait."""
         extra = self._settings.selection.hedge_max_extra
         if extra == 0 or len(self.nodes) < 2:
             return await attempt(frozenset(), None)
+        loop = asyncio.get_running_loop()
+        me = asyncio.current_task()
+        assert me is not None
         busy: set[str] = set()
+        hedges: list[asyncio.Task[T]] = []
+        won: list[asyncio.Task[T]] = []  # the hedge that answered first, when one did
+        settled = False  # the first attempt is over: a hedge that answers now must not cancel this task
+        delay = self._hedge_delays.delay(method)
+        began = time.perf_counter()
 
         def started(node: UpstreamNode) -> None:
             busy.add(node.label)
 
-        delay = self._hedge_delays.delay(method)
-        began = time.perf_counter()
-        running: list[asyncio.Future[T]] = [asyncio.ensure_future(attempt(frozenset(), started))]
-        failures: list[BaseException] = []
+        def landed(hedge: asyncio.Task[T]) -> None:
+            if not settled and not won and not hedge.cancelled() and hedge.exception() is None:
+                won.append(hedge)
+                me.cancel()  # the first attempt, still running here, has lost
+
+        def launch() -> None:
+            log.info("read hedged", network=self.network, method=method, delay=round(delay, 4))
+            hedge = loop.create_task(attempt(frozenset(busy), started))
+            hedge.add_done_callback(landed)
+            hedges.append(hedge)
+            if len(hedges) < extra:
+                timers.append(loop.call_later(delay, launch))
+
+        timers = [loop.call_later(delay, launch)]
         try:
-            while True:
-                pending = [task for task in running if not task.done()]
-                if not pending:
-                    raise failures[0]
-                hedge = len(running) <= extra
-                done, _ = await asyncio.wait(
-                    pending, timeout=delay if hedge else None, return_when=asyncio.FIRST_COMPLETED
-                )
-                if not done:
-                    log.info("read hedged", network=self.network, method=method, delay=round(delay, 4))
-                    running.append(asyncio.ensure_future(attempt(frozenset(busy), started)))
-                    continue
-                for task in done:
-                    error = task.exception()
-                    if error is None:
-                        self._hedge_delays.observe(method, time.perf_counter() - began)
-                        return task.result()
-                    failures.append(error)
+            try:
+                result = await attempt(frozenset(), started)
+                settled = True
+            except asyncio.CancelledError:
+                settled = True
+                if not won or me.uncancel() > 0:
+                    raise  # cancelled by the caller, not by a hedge that won
+                result = won[0].result()
+            except Exception as error:
+                settled = True
+                for timer in timers:
+                    timer.cancel()
+                # The first attempt failed: a hedge still running may yet answer.
+                for hedge in hedges:
+                    with contextlib.suppress(Exception):
+                        return await hedge
+                raise error
+            self._hedge_delays.observe(method, time.perf_counter() - began)
+            return result
         finally:
-            for task in running:
-                if not task.done():
-                    task.cancel()
+            for timer in timers:
+                timer.cancel()
+            for hedge in hedges:
+                if not hedge.done():
+                    hedge.cancel()
 
     # -- block numbers -----------------------------------------------------------------------------------------
 
