@@ -553,8 +553,11 @@ class UpstreamPool:
         timeout = self._settings.health_check_timeout_seconds
         await asyncio.gather(*(node.check(timeout) for node in self.nodes))
         for node in self.nodes:
-            if node.health.healthy and node.health.latency_seconds:
-                self._scores[node.label].observe_latency(node.health.latency_seconds)
+            score = self._scores[node.label]
+            if not node.health.healthy:
+                score.failed()  # a failed check is a failed exchange (a passed one is not a read: latency only)
+            elif node.health.latency_seconds:
+                score.observe_latency(node.health.latency_seconds)
             metrics.UPSTREAM_HEALTHY.labels(self.network, node.label).set(1 if node.health.healthy else 0)
             if node.health.head is not None:
                 metrics.UPSTREAM_HEAD.labels(self.network, node.label).set(node.health.head)
