@@ -482,6 +482,10 @@ class UpstreamPool:
 
     # -- block numbers -----------------------------------------------------------------------------------------
 
+    def head_of(self, label: str) -> int | None:
+        """The head the node labelled ``label`` last reported (None when unknown, or no such node)."""
+        return next((node.health.head for node in self.nodes if node.label == label), None)
+
     def highest_head(self) -> int | None:
         """The highest head any answering node reported (None when none did)."""
         heads = [node.health.head for node in self.nodes if node.health.healthy and node.health.head is not None]
