@@ -424,11 +424,10 @@ class UpstreamPool:
 
         Why this shape: most reads are never hedged, so a read costs one timer, not a task and a wait."""
         extra = self._settings.selection.hedge_max_extra
-        if extra == 0 or len(self.nodes) < 2:
+        me = asyncio.current_task()
+        if extra == 0 or len(self.nodes) < 2 or me is None:  # (no task to cancel: not hedged)
             return await attempt(frozenset(), None)
         loop = asyncio.get_running_loop()
-        me = asyncio.current_task()
-        assert me is not None
         busy: set[str] = set()
         hedges: list[asyncio.Task[T]] = []
         won: list[asyncio.Task[T]] = []  # the hedge that answered first, when one did
