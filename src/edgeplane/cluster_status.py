@@ -1,14 +1,18 @@
 """``edgeplane status``: the state of a cluster as an operator asks for it, read from the cluster's database and log
 bus (docs/scale.md): the nodes of the register and how long ago each beat; each Logpush job with the delivery process
-holding its lease, its cursor and its lag; each dataset's stream with its records, bytes and replicas. On a single
-machine (SQLite, no bus) it says so and shows the jobs."""
+holding its lease, its cursor and its lag; each dataset's stream with its records, bytes and replicas; and the upstream
+nodes of this machine's gateway with their scores, states and why, as its edge workers last published them to the
+metrics directory (``<data dir>/run/metrics``, read as ``/metrics`` reads it). On a single machine (SQLite, no bus) it
+says so and shows the jobs."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry, multiprocess
 from sqlalchemy import select
 
 from edgeplane.config import Settings, redacted_url
@@ -68,6 +72,32 @@ class StreamState:
 
 
 @dataclass(frozen=True)
+class UpstreamState:
+    """One upstream node as this machine's edge workers score it (docs/gateway.md, "Scored selection")."""
+
+    network: str
+    upstream: str
+    score: float
+    state: str
+    factors: dict[str, float]
+
+    @property
+    def reason(self) -> str:
+        if self.state == "open":
+            return "circuit open: too many of its last exchanges failed"
+        if self.state == "half_open":
+            return "circuit half-open: the next read is its probe"
+        if self.state == "failing":
+            return "its last exchange or check failed"
+        if self.state == "lagging":
+            return "its head is further behind than max_lag_blocks"
+        if not self.factors or min(self.factors.values()) >= 1.0:
+            return "as good as the best"
+        weakest = min(self.factors, key=lambda name: self.factors[name])
+        return f"held back most by {weakest} ({self.factors[weakest]:.2f})"
+
+
+@dataclass(frozen=True)
 class ClusterState:
     database: str
     bus: list[str]
@@ -77,9 +107,12 @@ class ClusterState:
     jobs: list[JobState]
     streams: list[StreamState]
     bus_error: str | None
+    upstreams: list[UpstreamState] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        document = asdict(self)
+        document["upstreams"] = [{**asdict(upstream), "reason": upstream.reason} for upstream in self.upstreams]
+        return document
 
 
 class _NoCursors:
@@ -192,7 +225,39 @@ def _read(settings: Settings, database: Database) -> ClusterState:
         jobs=job_states,
         streams=streams,
         bus_error=bus_error,
+        upstreams=read_upstream_states(settings.data_dir / "run" / "metrics"),
     )
+
+
+def read_upstream_states(directory: Path) -> list[UpstreamState]:
+    """The upstream gauges the processes of ``edgeplane serve`` wrote to ``directory`` (none when it is not there)."""
+    if not directory.is_dir():
+        return []
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]
+    scores: dict[tuple[str, str], float] = {}
+    states: dict[tuple[str, str], str] = {}
+    factors: dict[tuple[str, str], dict[str, float]] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            labels = sample.labels
+            key = (labels.get("network", ""), labels.get("upstream", ""))
+            if sample.name == "edgeplane_upstream_score":
+                scores[key] = sample.value
+            elif sample.name == "edgeplane_upstream_state" and sample.value == 1:
+                states[key] = labels.get("state", "")
+            elif sample.name == "edgeplane_upstream_score_factor":
+                factors.setdefault(key, {})[labels.get("factor", "")] = sample.value
+    return [
+        UpstreamState(
+            network,
+            upstream,
+            round(score, 3),
+            states.get((network, upstream), "unknown"),
+            factors.get((network, upstream), {}),
+        )
+        for (network, upstream), score in sorted(scores.items())
+    ]
 
 
 def _stream_state(connection: BusConnection, dataset: str) -> StreamState:
@@ -263,6 +328,16 @@ def render_cluster_state(state: ClusterState) -> str:
                 f"sequences {stream.first_sequence}..{stream.last_sequence}, replicas {stream.replicas} "
                 f"(leader {stream.leader or '-'}{behind})"
             )
+    lines.append("")
+    lines.append("upstreams (of this machine's gateway):")
+    if not state.upstreams:
+        lines.append("  (none reported: edgeplane serve is not running here, or has not checked its nodes yet)")
+    for upstream in state.upstreams:
+        parts = ", ".join(f"{name} {value:.2f}" for name, value in sorted(upstream.factors.items()))
+        lines.append(
+            f"  {upstream.network:<12} {upstream.upstream:<28} score {upstream.score:.2f}  {upstream.state:<9} "
+            f"{upstream.reason}  ({parts})"
+        )
     lines.append("")
     lines.append(f"as of {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
     return "\n".join(lines)

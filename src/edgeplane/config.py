@@ -166,6 +166,40 @@ class MethodCostSettings(BaseModel):
         return methods
 
 
+class UpstreamSelectionSettings(BaseModel):
+    """How the pool scores its nodes and when it stops sending them reads (docs/gateway.md, "Scored selection")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    latency_smoothing: float = Field(
+        default=0.3, gt=0, le=1, description="weight of the newest exchange in a node's smoothed latency per method"
+    )
+    window_exchanges: int = Field(
+        default=20, ge=1, description="the last exchanges of a node its error and throttling rates are taken over"
+    )
+    circuit_failure_ratio: float = Field(
+        default=0.5, gt=0, le=1, description="share of failed exchanges in the window that opens a node's circuit"
+    )
+    circuit_min_exchanges: int = Field(
+        default=5, ge=1, description="exchanges the window must hold before the circuit may open"
+    )
+    circuit_half_open_after_seconds: float = Field(
+        default=5.0, gt=0, description="pause of an open circuit before one read is let through as a probe"
+    )
+    hedge_max_extra: int = Field(
+        default=1, ge=0, description="extra nodes a slow read is sent to (0: reads are never hedged; writes never are)"
+    )
+    hedge_quantile: float = Field(
+        default=0.9, gt=0, le=1, description="a read waits this quantile of its method's recent latency before hedging"
+    )
+    hedge_min_delay_seconds: float = Field(default=0.05, ge=0, description="the hedge delay's lower clamp")
+    hedge_max_delay_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="the hedge delay's upper clamp, and the delay while a method's latency is unknown",
+    )
+
+
 class GatewaySettings(BaseModel):
     """Request handling and upstream behaviour of the gateway."""
 
@@ -180,6 +214,14 @@ class GatewaySettings(BaseModel):
     max_batch_size: int = Field(default=100, ge=1)
     request_timeout_seconds: float = Field(default=30.0, gt=0)
     max_attempts: int = Field(default=3, ge=1, description="tries of one read across the pool's nodes")
+    multiplex_reads: bool = Field(
+        default=True, description="identical reads in flight share one upstream exchange (never writes)"
+    )
+    max_lag_blocks: int = Field(
+        default=16,
+        ge=0,
+        description="how far a node's head may be below the pool's highest and still take reads that need the head",
+    )
     health_check_interval_seconds: float = Field(default=5.0, gt=0)
     health_check_timeout_seconds: float = Field(default=3.0, gt=0)
     head_max_age_seconds: float = Field(
@@ -192,6 +234,7 @@ class GatewaySettings(BaseModel):
     )
     cache: ResponseCacheSettings = Field(default_factory=ResponseCacheSettings)
     costs: MethodCostSettings = Field(default_factory=MethodCostSettings)
+    selection: UpstreamSelectionSettings = Field(default_factory=UpstreamSelectionSettings)
 
 
 class DevChainSettings(BaseModel):

@@ -91,3 +91,27 @@ RATELIMIT_COUNTERS = Gauge(
     ["kind"],
     multiprocess_mode="max",
 )
+
+UPSTREAM_SCORE = Gauge(
+    "edgeplane_upstream_score",
+    "A node's score for reads, 0 to 1 (1: as good as the best node of its network): the product of the factors of "
+    "edgeplane_upstream_score_factor.",
+    ["network", "upstream"],
+    multiprocess_mode="livemostrecent",
+)
+
+UPSTREAM_SCORE_FACTOR = Gauge(
+    "edgeplane_upstream_score_factor",
+    "The parts of a node's score, 0 to 1: latency (the fastest node's over its), errors and throttling (1 less their "
+    "share of its last exchanges), lag (of its head behind the network's).",
+    ["network", "upstream", "factor"],
+    multiprocess_mode="livemostrecent",
+)
+
+UPSTREAM_STATE = Gauge(
+    "edgeplane_upstream_state",
+    "1 for a node's state, 0 for the others: ok, lagging (more than max_lag_blocks), half_open or open (its circuit), "
+    "failing (its last exchange or check failed).",
+    ["network", "upstream", "state"],
+    multiprocess_mode="livemostrecent",
+)

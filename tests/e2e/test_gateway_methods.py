@@ -123,12 +123,29 @@ def test_unsupported_methods_get_403_with_the_request_id(edge: EdgeplaneProcess,
     assert body["error"]["message"] == "rpc method is not whitelisted"
 
 
+@pytest.mark.parametrize("method", ["eth_blockNumber", "eth_chainId", "net_version", "eth_syncing", "eth_accounts"])
+def test_a_request_without_params_is_answered_as_the_node_answers(
+    edge: EdgeplaneProcess, anvil: AnvilNode, method: str
+) -> None:
+    body = {"jsonrpc": "2.0", "method": method, "id": 5}
+    through = httpx.post(edge.rpc_url(), json=body, timeout=30)
+    if method in POLICY.supported:
+        assert through.status_code == 200
+        direct = httpx.post(anvil.url, json=body, timeout=30).json()
+        assert through.json()["id"] == 5
+        if method != "eth_blockNumber":  # the chain may move on between the two
+            assert through.json() == direct
+    else:
+        assert through.status_code == 403
+        assert through.json()["error"]["code"] == -32001
+
+
 def test_batch_answers_each_item_in_place(edge: EdgeplaneProcess) -> None:
     batch = [
         {"jsonrpc": "2.0", "method": "eth_chainId", "params": [], "id": 1},
         {"jsonrpc": "2.0", "method": "eth_accounts", "params": [], "id": 2},
         {"jsonrpc": "2.0", "method": "eth_feeHistory", "params": [11, "latest", []], "id": 3},
-        {"jsonrpc": "2.0", "method": "eth_blockNumber", "id": 4},
+        {"jsonrpc": "2.0", "method": "eth_blockNumber", "params": None, "id": 4},
         5,
         {"jsonrpc": "2.0", "method": "eth_getBalance", "params": ["0x" + "5e" * 20, "latest"], "id": 6},
         {"jsonrpc": "2.0", "method": "eth_getBalance", "params": ["not-an-address", "latest"], "id": 7},
@@ -151,7 +168,8 @@ def test_batch_answers_each_item_in_place(edge: EdgeplaneProcess) -> None:
     [
         (b"{not json", 400, -32700),
         (b"[]", 400, -32600),
-        (b'{"jsonrpc":"2.0","method":"eth_chainId","id":1}', 400, -32600),
+        (b'{"jsonrpc":"2.0","method":"eth_chainId","params":null,"id":1}', 400, -32600),
+        (b'{"jsonrpc":"2.0","method":"eth_chainId","Params":[],"id":1}', 400, -32600),
         (b'{"jsonrpc":"1.0","method":"eth_chainId","params":[],"id":1}', 400, -32600),
         (b'{"jsonrpc":"2.0","method":"eth_chainId","params":[],"id":null}', 400, -32600),
         (b'{"jsonrpc":"2.0","method":"eth_chainId","params":[],"id":{}}', 400, -32600),

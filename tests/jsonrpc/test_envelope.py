@@ -1,4 +1,4 @@
-"""The JSON-RPC 2.0 envelope rules (seed 000: jsonrpc, method, params, id all required)."""
+"""The JSON-RPC 2.0 envelope rules (jsonrpc, method and id required; params an array, which may be omitted)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ from tests.support.go_style_node import go_fold
 VALID = {"jsonrpc": "2.0", "method": "eth_blockNumber", "params": [], "id": 1}
 
 
+def test_omitted_params_read_as_an_empty_array() -> None:
+    item = check_request({k: v for k, v in VALID.items() if k != "params"})
+    assert item == RpcRequest(1, "eth_blockNumber", [])
+    body = parse_body(BodyDocument(b'{"jsonrpc":"2.0","id":"a","method":"eth_chainId"}'), max_batch_size=10)
+    assert body.items == [RpcRequest("a", "eth_chainId", [])]
+
+
 @pytest.mark.parametrize(
     ("request_object", "problem"),
     [
@@ -28,9 +35,10 @@ VALID = {"jsonrpc": "2.0", "method": "eth_blockNumber", "params": [], "id": 1}
         ({k: v for k, v in VALID.items() if k != "method"}, 'missing member "method"'),
         ({**VALID, "method": 5}, '"method" must be a non-empty string'),
         ({**VALID, "method": ""}, '"method" must be a non-empty string'),
-        ({k: v for k, v in VALID.items() if k != "params"}, 'missing member "params"'),
         ({**VALID, "params": {"a": 1}}, '"params" must be an array'),
         ({**VALID, "params": "x"}, '"params" must be an array'),
+        ({**VALID, "params": None}, '"params" must be an array'),
+        ({k: v for k, v in {**VALID, "Params": ["0x1"]}.items() if k != "params"}, '"params" spelt in another case'),
         ({k: v for k, v in VALID.items() if k != "id"}, 'missing member "id"'),
         ({**VALID, "id": None}, '"id" must be a number or a string'),
         ({**VALID, "id": True}, '"id" must be a number or a string'),

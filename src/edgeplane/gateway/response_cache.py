@@ -13,7 +13,8 @@ write sent to the node some other way, or through another edge worker, is seen w
 it would be through a pool of nodes a few milliseconds apart.
 
 What is kept: successful, non-null answers to the single requests of the methods the policy marks ``cacheable``,
-from a node that is at the head (in a pool of several nodes, a node behind the others does not fill the cache).
+from a node that is at the head (in a pool of several nodes, a node behind the others does not fill the cache; an
+answer from a node known to be ahead of the cache's head makes the next request read the head again).
 Never kept: errors (a node's own or the gateway's), ``null`` results (a transaction not yet mined, a block not yet
 made), any request that names the ``pending`` block, batches, and answers larger than ``max_entry_bytes``. When
 the head cannot be read (every node down), nothing is answered from the cache and the request goes to the pool,
@@ -39,7 +40,7 @@ from edgeplane.batched_counts import BatchedCount
 from edgeplane.config import ResponseCacheSettings
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 from edgeplane.gateway.upstream_pool import UpstreamPool
-from edgeplane.jsonrpc.envelope import RpcRequest, encode_request
+from edgeplane.jsonrpc.envelope import RpcRequest
 
 log = structlog.get_logger(__name__)
 
@@ -154,14 +155,13 @@ class ResponseCache:
             return CachedAnswer(_answer_body(request, kept), "hit")
         self._lookups["miss"].add()
         in_step = self._in_step
-        body = encode_request(request, params)
-
-        async def post(node: UpstreamNode) -> tuple[bytes, bool, str]:
-            return await node.post(body, idempotent=True), node.label in in_step, node.label
-
-        answer, from_head, upstream = await self.pool.execute(post)
-        if from_head and self._generation is generation:
-            self._keep(generation, key, answer)
+        answer, upstream = await self.pool.forward(request, idempotent=True, params=params)
+        if upstream in in_step:
+            if self._generation is generation:
+                self._keep(generation, key, answer)
+        elif (self.pool.head_of(upstream) or -1) > generation.head.number:
+            # A node ahead of the cache's head answered: the head has moved on, and the next request reads it again.
+            self._confirmed_at = float("-inf")
         return CachedAnswer(answer, "miss", upstream)
 
     def _keep(self, generation: _Generation, key: bytes, answer: bytes) -> None:

@@ -148,6 +148,8 @@ class Gateway:
             hit = cache.hit(item)
             if hit is not None:
                 self._count(network, method, "answered")
+                if method == "eth_blockNumber":
+                    hit = _told_head(pool, hit)
                 return GatewayResponse(200, hit, "hit", method)
         return self._single(pool, item, cache, limits_checked)
 
@@ -174,7 +176,7 @@ class Gateway:
                     self._count(pool.network, method, "answered")
                     return GatewayResponse(
                         200,
-                        cached.body,
+                        _told_head(pool, cached.body) if method == "eth_blockNumber" else cached.body,
                         cached.status,
                         method,
                         error_code=_error_code(cached.body),
@@ -182,6 +184,8 @@ class Gateway:
                     )
                 # The request goes with the caller's id, so the node's answer echoes it.
                 answer, upstream = await self._forward(pool, request)
+                if method == "eth_blockNumber":
+                    answer = _told_head(pool, answer)
         except RpcError as error:
             return self._refused(pool, request, error)
         self._count(pool.network, method, "answered")
@@ -274,6 +278,8 @@ class Gateway:
                     answers[index] = error_object(request.id, result)
                 else:
                     self._count(pool.network, request.method, "answered")
+                    if request.method == "eth_blockNumber" and isinstance(result, str):
+                        result = _told_head_number(pool, result)
                     answers[index] = result_object(request.id, result)
         given = [answer for answer in answers if answer is not None]
         first_method = next((item.method for item in items if isinstance(item, RpcRequest)), "")
@@ -281,6 +287,33 @@ class Gateway:
         return GatewayResponse(
             200, encode(given), method=first_method, requests=len(items), error_code=first_error, upstream=upstream
         )
+
+
+def _told_head(pool: UpstreamPool, answer: bytes) -> bytes:
+    """A node's answer to ``eth_blockNumber`` as told to the client: never below a head told before
+    (``UpstreamPool.told_head``); written again only when it was."""
+    if len(pool.nodes) < 2:
+        return answer  # a node alone is told as it says
+    try:
+        document = orjson.loads(answer)
+        number = int(document["result"], 16)
+    except (orjson.JSONDecodeError, TypeError, KeyError, ValueError):
+        return answer  # an error, or no number: passed on as the node gave it
+    told = pool.told_head(number)
+    if told == number:
+        return answer
+    document["result"] = hex(told)
+    return orjson.dumps(document)
+
+
+def _told_head_number(pool: UpstreamPool, result: str) -> str:
+    """``_told_head`` for the result of a batch item."""
+    try:
+        number = int(result, 16)
+    except ValueError:
+        return result
+    told = pool.told_head(number)
+    return result if told == number else hex(told)
 
 
 def _error_code(answer: bytes) -> int | None:

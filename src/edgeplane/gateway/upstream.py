@@ -29,7 +29,12 @@ KNOWN_TRACE_FILTER_RANGE_LIMITS: dict[str, int] = {"anvil": 300}
 
 
 class UpstreamTransportError(Exception):
-    """The node could not be reached or gave no usable answer; another node may."""
+    """The node could not be reached or gave no usable answer; another node may. ``throttled``: it answered HTTP
+    429, its rate limit."""
+
+    def __init__(self, message: str, *, throttled: bool = False) -> None:
+        super().__init__(message)
+        self.throttled = throttled
 
 
 @dataclass(slots=True)
@@ -99,7 +104,7 @@ class UpstreamNode:
             raise UpstreamTransportError(f"{self.label}: {exc}") from None
         self.health.latency_seconds = time.perf_counter() - started
         if status == 429 or status >= 500:
-            raise UpstreamTransportError(f"{self.label}: HTTP {status}")
+            raise UpstreamTransportError(f"{self.label}: HTTP {status}", throttled=status == 429)
         stripped = payload.lstrip()
         if not stripped or stripped[:1] not in (b"{", b"["):
             raise UpstreamTransportError(f"{self.label}: HTTP {status} with a body that is not JSON-RPC")

@@ -2,9 +2,11 @@
 writing responses.
 
 This is the one place where JSON-RPC errors (``RpcError``, the gateway's among them) become wire format. A request
-must carry ``jsonrpc: "2.0"``, a non-empty string ``method``, an array ``params`` and an ``id`` that is a number or a
-string (seed 000 marks all four as required). A batch is a non-empty array of such requests. ``parse_body`` checks
-the request's one JSON reading (``edgeplane.body_document``), which the edge's firewall may have parsed already.
+must carry ``jsonrpc: "2.0"``, a non-empty string ``method`` and an ``id`` that is a number or a string; ``params``
+is an array and may be omitted, as JSON-RPC 2.0 allows (geth and anvil answer ``eth_chainId`` without it), which
+reads as ``[]``: the node receives ``"params":[]``, the same request to every node. A batch is a non-empty array of
+such requests. ``parse_body`` checks the request's one JSON reading (``edgeplane.body_document``), which the edge's
+firewall may have parsed already.
 
 A request must mean one thing to every JSON reader, because the gateway checks it with one and the node runs it with
 another. Go's ``encoding/json`` (geth, erigon) matches object keys to struct fields ignoring case, the last match
@@ -117,7 +119,7 @@ def check_request(item: Any) -> RpcRequest | RejectedItem:
     if problem is not None:
         return RejectedItem(echo_id, InvalidRequest(f"invalid request: {problem}"))
     assert echo_id is not None  # the envelope check ensured a valid id
-    return RpcRequest(id=echo_id, method=item["method"], params=item["params"])
+    return RpcRequest(id=echo_id, method=item["method"], params=item.get("params", []))
 
 
 def _envelope_problem(item: dict[str, Any]) -> str | None:
@@ -131,8 +133,10 @@ def _envelope_problem(item: dict[str, Any]) -> str | None:
     if not isinstance(method, str) or not method:
         return '"method" must be a non-empty string'
     if "params" not in item:
-        return 'missing member "params"'
-    if not isinstance(item["params"], list):
+        if any(name.casefold() == "params" for name in item):
+            # A Go node would read "Params" as the params; the gateway would read none: one meaning only.
+            return '"params" spelt in another case'
+    elif not isinstance(item["params"], list):
         return '"params" must be an array'
     if "id" not in item:
         return 'missing member "id"'
