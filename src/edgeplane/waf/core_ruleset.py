@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -152,15 +152,23 @@ def core_rule_set() -> CoreRuleSet:
     """The CRS in ``rules_dir()``, compiled once per process (a few seconds of CPU): at an edge worker's start
     (``prepare_core_rule_set``), elsewhere when a firewall first executes the OWASP Core Ruleset. Raises
     ``CoreRuleSetUnavailable`` when the files are missing or do not compile."""
+    crs = compile_core_rule_set()
+    log.info("OWASP Core Rule Set compiled", rules=len(crs.rules), version=crs.version, source=str(crs.source))
+    return crs
+
+
+def compile_core_rule_set(exclusions: Sequence[Path] = EXCLUSION_FILES) -> CoreRuleSet:
+    """The CRS in ``rules_dir()`` compiled now, with the exclusion packages ``exclusions`` after its initialisation
+    (edgeplane's: ``core_rule_set`` is this, once per process; a test compiles it without them to see what they
+    remove). Raises ``CoreRuleSetUnavailable`` when the files are missing or do not compile."""
     listed = read_crs()
     initialisation = [item for path, file in listed.files if path.name.startswith("REQUEST-901-") for item in file]
     detection = [item for path, file in listed.files if not path.name.startswith("REQUEST-901-") for item in file]
     try:
-        directives = [*initialisation, *load_rule_files(list(EXCLUSION_FILES)), *detection]
-        engine = compile_rules(directives, data_dir=listed.source)
+        packages = load_rule_files(list(exclusions)) if exclusions else []
+        engine = compile_rules([*initialisation, *packages, *detection], data_dir=listed.source)
     except (SecLangError, OSError) as error:
         raise CoreRuleSetUnavailable(f"the OWASP Core Rule Set in {listed.source} does not compile: {error}") from None
-    log.info("OWASP Core Rule Set compiled", rules=len(listed.rules), version=listed.version, source=str(listed.source))
     return CoreRuleSet(engine=engine, rules=listed.rules, version=listed.version, source=listed.source)
 
 
