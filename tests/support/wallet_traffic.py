@@ -3,7 +3,9 @@ the wire: the false-positive corpus of the OWASP Core Ruleset's JSON-RPC exclusi
 (``tests/waf/test_wallet_traffic.py``).
 
 ``record_wallet_traffic(upstream, keys)`` runs the scenarios of web3.py (with eth-account signing and eth-abi
-encoding), and those of ethers 6 and viem 2 in Node (``wallet_clients.cjs``, the libraries from ``tests/tools``),
+encoding), those of ethers 6 and viem 2 in Node (``wallet_clients.cjs``, the libraries from ``tests/tools``), and,
+where Playwright and chromium are installed, a dapp's page running ethers in headless chromium from another origin
+(its CORS preflight and its fetches, with the browser's own headers),
 against a recording proxy in front of ``upstream`` (an anvil node), so that each client goes through its normal flows
 (it reads the chain id, nonces and fees it needs and gets real answers) and the corpus holds what it actually sent:
 its own headers, its own JSON encoding, its own batches (ethers and viem gather concurrent calls into one). Nothing
@@ -32,10 +34,41 @@ from web3 import Web3
 from web3.exceptions import Web3Exception
 
 from edgeplane.rules import RequestFields
+from tests.support.browser import system_chromium
 
 JAVASCRIPT_CLIENTS: tuple[str, ...] = ("ethers", "viem")
 _CLIENTS_SCRIPT = Path(__file__).with_name("wallet_clients.cjs")
 _NODE_MODULES = Path(__file__).resolve().parents[1] / "tools" / "node_modules"
+
+
+_ETHERS_BUNDLE = _NODE_MODULES / "ethers" / "dist" / "ethers.umd.min.js"
+# A dapp's page: ethers in the browser, its provider on the RPC URL the page is opened with (#<url>), doing at once
+# what a wallet-connected page does when it loads (ethers gathers the concurrent calls into batches).
+_DAPP_PAGE = b"""<!doctype html><html><head><script src="/ethers.umd.min.js"></script></head><body><script>
+const url = decodeURIComponent(location.hash.slice(1));
+const provider = new ethers.JsonRpcProvider(url, undefined, { staticNetwork: false });
+const erc20 = new ethers.Interface(["function balanceOf(address) view returns (uint256)",
+  "function allowance(address,address) view returns (uint256)", "function symbol() view returns (string)"]);
+const tokens = ["0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48", "0xc02aaa39b223fe8d0a0e5c4f27ead9083c756cc2",
+  "0x6b175474e89094c44da98b954eedeac495271d0f", "0xdac17f958d2ee523a2206206994597c13d831ec7"];
+const owner = "0xd8da6bf26964af9d7eed9e03e53415d37aa96045";
+window.done = (async () => {
+  await provider.getNetwork();
+  const calls = [provider.getBlockNumber(), provider.getBalance(owner), provider.getFeeData()];
+  for (const token of tokens) {
+    calls.push(provider.call({ to: token, data: erc20.encodeFunctionData("balanceOf", [owner]) }));
+    calls.push(provider.call({ to: token, data: erc20.encodeFunctionData("allowance", [owner,
+      "0x000000000022d473030f116ddee9f6b43ac78ba3"]) }));
+    calls.push(provider.call({ to: token, data: erc20.encodeFunctionData("symbol", []) }));
+  }
+  await Promise.allSettled(calls);
+  const transfer = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+  await Promise.allSettled([provider.getLogs({ fromBlock: 0, toBlock: "latest", address: tokens,
+    topics: [transfer, null, ethers.zeroPadValue(owner, 32)] })]);
+  provider.destroy();
+  return true;
+})();
+</script></body></html>"""
 
 
 class JavaScriptClientsNotInstalled(RuntimeError):
@@ -49,11 +82,12 @@ class ClientRequest:
     scenario: str
     headers: tuple[tuple[bytes, bytes], ...]
     body: bytes
+    method: str = "POST"  # or OPTIONS: a browser's preflight before a cross-origin JSON POST
 
     def fields(self) -> RequestFields:
-        """The request as the edge's firewall sees it, sent to ``POST /v1/mainnet`` of a web3 hostname."""
+        """The request as the edge's firewall sees it, sent to ``/v1/mainnet`` of a web3 hostname."""
         return RequestFields.from_http(
-            method="POST",
+            method=self.method,
             scheme="https",
             host="rpc.example.com",
             raw_path="/v1/mainnet",
@@ -70,7 +104,9 @@ class ClientRequest:
 
     @property
     def calls(self) -> int:
-        """How many JSON-RPC calls the body holds (a batch's length, else 1)."""
+        """How many JSON-RPC calls the body holds (a batch's length, else 1; 0 for a preflight)."""
+        if not self.body:
+            return 0
         document = json.loads(self.body)
         return len(document) if isinstance(document, list) else 1
 
@@ -85,18 +121,38 @@ class _Recorder:
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
+            def _headers(self) -> tuple[tuple[bytes, bytes], ...]:
+                return tuple((name.encode("latin-1"), value.encode("latin-1")) for name, value in self.headers.items())
+
+            def _allow_origin(self) -> None:
+                self.send_header("Access-Control-Allow-Origin", self.headers.get("Origin", "*"))
+                self.send_header("Access-Control-Allow-Headers", "content-type")
+                self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
+
+            def do_OPTIONS(self) -> None:
+                recorder.recorded.append(ClientRequest(recorder.scenario, self._headers(), b"", method="OPTIONS"))
+                self.send_response(204)
+                self._allow_origin()
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                page = _DAPP_PAGE if self.path == "/" else _ETHERS_BUNDLE.read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html" if self.path == "/" else "text/javascript")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                headers = tuple(
-                    (name.encode("latin-1"), value.encode("latin-1")) for name, value in self.headers.items()
-                )
-                recorder.recorded.append(ClientRequest(recorder.scenario, headers, body))
+                recorder.recorded.append(ClientRequest(recorder.scenario, self._headers(), body))
                 forwarded = urllib.request.Request(
                     recorder.upstream, data=body, headers={"Content-Type": "application/json"}, method="POST"
                 )
                 with urllib.request.urlopen(forwarded, timeout=30) as answer:
                     answered = answer.read()
                 self.send_response(200)
+                self._allow_origin()
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answered)))
                 self.end_headers()
@@ -110,6 +166,11 @@ class _Recorder:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1/mainnet"
+
+    @property
+    def page_url(self) -> str:
+        """The dapp's page, on another origin than ``url`` (localhost, not 127.0.0.1): its calls are cross-origin."""
+        return f"http://localhost:{self.server.server_address[1]}/"
 
     @contextmanager
     def serving(self) -> Iterator[_Recorder]:
@@ -766,4 +827,32 @@ def record_wallet_traffic(upstream: str, private_keys: tuple[str, ...]) -> list[
                 capture_output=True,
                 env={**os.environ, "NODE_PATH": str(_NODE_MODULES)},
             )
+        if _browser_available():
+            recorder.scenario = "browser"
+            _open_dapp(recorder)
         return [request for request in recorder.recorded if request.scenario]
+
+
+def _browser_available() -> bool:
+    """Whether Playwright and the system's chromium are installed (the dashboard's browser tests need them too)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False
+    return system_chromium() is not None
+
+
+def _open_dapp(recorder: _Recorder) -> None:
+    """Opens the dapp's page in headless chromium, waits until its calls are answered."""
+    from playwright.sync_api import sync_playwright
+
+    executable = system_chromium()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(f"{recorder.page_url}#{recorder.url}")
+            page.wait_for_function("window.done !== undefined")
+            page.evaluate("window.done")
+        finally:
+            browser.close()
