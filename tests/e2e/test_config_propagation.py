@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +17,9 @@ import httpx
 import pytest
 
 from tests.support.anvil import AnvilNode
+from tests.support.edge_workers import WorkerConnection, connections_to_every_worker
 from tests.support.edgeplane import EdgeplaneProcess
-from tests.support.raw_http import connect, read_response
+from tests.support.raw_http import connect
 
 pytestmark = pytest.mark.e2e
 
@@ -58,66 +58,6 @@ def service(
         process.stop()
 
 
-def _worker_of(sock: socket.socket, workers: list[int], edge_port: int) -> int | None:
-    """The edge worker holding the server side of ``sock``: the pid that has the socket whose local port is the edge
-    port and remote port is ``sock``'s (``/proc/net/tcp``, then each worker's descriptors)."""
-    client_port = sock.getsockname()[1]
-    inode = None
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, remote = fields[1], fields[2]
-        if int(local.split(":")[1], 16) == edge_port and int(remote.split(":")[1], 16) == client_port:
-            inode = fields[9]
-    if inode is None:
-        return None
-    for pid in workers:
-        for descriptor in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{descriptor}") == f"socket:[{inode}]":
-                    return pid
-            except OSError:
-                continue
-    return None
-
-
-class WorkerConnection:
-    """A keep-alive connection to the edge, and the worker that holds it."""
-
-    def __init__(self, service: EdgeplaneProcess, workers: list[int]) -> None:
-        self.service = service
-        self.sock = connect(service.edge_port)
-        self.sock.sendall(REQUEST)  # one exchange first: the worker has accepted it
-        read_response(self.sock)
-        self.worker = _worker_of(self.sock, workers, service.edge_port)
-
-    def ask(self) -> int:
-        """The status of one JSON-RPC request: 200 allowed, 403 blocked."""
-        self.sock.sendall(REQUEST)
-        status, headers, body = read_response(self.sock)
-        if status == 403:
-            assert json.loads(body)["error"]["code"] == -32003
-        if headers.get("connection", "").lower() == "close":
-            self.sock.close()
-            self.sock = connect(self.service.edge_port)
-        return status
-
-
-def connections_to_every_worker(service: EdgeplaneProcess) -> list[WorkerConnection]:
-    """Two connections held to each edge worker (the kernel spreads connections by their source port)."""
-    workers = service.child_pids("edge-worker")
-    assert len(workers) == WORKERS
-    held: dict[int, list[WorkerConnection]] = {pid: [] for pid in workers}
-    for _ in range(64):
-        connection = WorkerConnection(service, workers)
-        if connection.worker is not None and len(held[connection.worker]) < 2:
-            held[connection.worker].append(connection)
-        else:
-            connection.sock.close()
-        if all(len(each) == 2 for each in held.values()):
-            return [connection for each in held.values() for connection in each]
-    raise AssertionError(f"64 connections did not reach every worker: {held}")
-
-
 def put_custom_rules(service: EdgeplaneProcess, rules: list[dict[str, Any]]) -> float:
     """Replaces the zone's custom firewall rules; how long the API took to answer."""
     started = time.monotonic()
@@ -146,7 +86,7 @@ def late_count(service: EdgeplaneProcess) -> float:
 
 
 def test_every_answer_follows_the_rule_the_api_just_answered_for(service: EdgeplaneProcess) -> None:
-    connections = connections_to_every_worker(service)
+    connections = connections_to_every_worker(service, WORKERS, REQUEST)
     try:
         for change in range(100):
             block = change % 2 == 0
@@ -155,7 +95,7 @@ def test_every_answer_follows_the_rule_the_api_just_answered_for(service: Edgepl
             assert statuses == [403 if block else 200] * len(connections), f"change {change}: {statuses}"
             # and a new connection, wherever the kernel puts it
             fresh = WorkerConnection.__new__(WorkerConnection)
-            fresh.service, fresh.sock = service, connect(service.edge_port)
+            fresh.service, fresh.request, fresh.sock = service, REQUEST, connect(service.edge_port)
             try:
                 assert fresh.ask() == (403 if block else 200), f"change {change}, new connection"
             finally:
@@ -167,7 +107,7 @@ def test_every_answer_follows_the_rule_the_api_just_answered_for(service: Edgepl
 
 def test_a_stopped_worker_bounds_the_wait_is_reported_and_catches_up(service: EdgeplaneProcess) -> None:
     put_custom_rules(service, [])
-    connections = connections_to_every_worker(service)
+    connections = connections_to_every_worker(service, WORKERS, REQUEST)
     stopped = connections[0].worker
     assert stopped is not None
     running = [connection for connection in connections if connection.worker != stopped]

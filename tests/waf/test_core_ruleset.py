@@ -29,7 +29,7 @@ from edgeplane.waf.catalogue import (
     load_catalogue,
     use_crs_rules_dir,
 )
-from edgeplane.waf.core_ruleset import DEFAULT_CRS_RULES_DIR, core_rule_set
+from edgeplane.waf.core_ruleset import DEFAULT_CRS_RULES_DIR, core_rule_set, prepare_core_rule_set
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
 from edgeplane.waf.previous import MANAGED_PACKAGE_ID, OWASP_PACKAGE_ID, load_previous_packages
 from tests.waf.corpus import rpc
@@ -189,6 +189,17 @@ def test_the_crs_is_compiled_once_per_process() -> None:
     assert core_rule_set() is core_rule_set()
 
 
+def test_an_edge_worker_prepares_the_crs_that_firewalls_execute() -> None:
+    prepared = prepare_core_rule_set()
+    assert prepared is core_rule_set()
+    assert prepare_core_rule_set() is prepared  # compiled once, whoever asks first
+
+
+@pytest.mark.usefixtures("no_crs")
+def test_without_the_crs_there_is_nothing_to_prepare() -> None:
+    assert prepare_core_rule_set() is None
+
+
 @pytest.mark.usefixtures("no_crs")
 def test_without_the_crs_the_previous_owasp_package_is_empty() -> None:
     load_previous_packages.cache_clear()
@@ -201,8 +212,8 @@ def test_without_the_crs_the_previous_owasp_package_is_empty() -> None:
 
 
 def test_listing_the_core_ruleset_does_not_compile_the_crs() -> None:
-    # Compiling costs seconds of CPU: a process that only lists managed rulesets, or runs a zone without the OWASP
-    # Core Ruleset (the default deployment), never pays it.
+    # Compiling costs seconds of CPU: a process that only lists managed rulesets (the API) or compiles a firewall
+    # without the OWASP Core Ruleset never pays it (an edge worker compiles it at start: prepare_core_rule_set).
     script = (
         "from edgeplane.waf import core_ruleset\n"
         "from edgeplane.waf.catalogue import OWASP_RULESET_ID, load_catalogue\n"

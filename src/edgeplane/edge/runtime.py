@@ -1,6 +1,11 @@
 """One edge worker's runtime: the upstream pools, the gateway, the router and the HTTP server, built from settings;
 and the worker process, which follows configuration changes made by the control plane as they are announced
-(``edgeplane.propagation``), off the request path."""
+(``edgeplane.propagation``), off the request path.
+
+A worker compiles the OWASP Core Rule Set before it serves (when it is installed), whatever its zones deploy: the
+compilation takes seconds of CPU, longer than the bound within which a configuration change must be applied, so a
+worker that compiled it only when a zone first deployed the OWASP Core Ruleset would still enforce the previous
+deployment after the API answered."""
 
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ from edgeplane.propagation.channel import followed_channel
 from edgeplane.propagation.follower import ConfigurationFollower
 from edgeplane.rate_counters import RateCounters
 from edgeplane.store.database import Database
+from edgeplane.waf.core_ruleset import prepare_core_rule_set
 from edgeplane.waf.rate_limits import now_ms
 
 log = structlog.get_logger(__name__)
@@ -158,6 +164,7 @@ async def run_edge_worker(
     """An edge worker process: serves ``listener`` until SIGINT or SIGTERM. ``rate_counters_fd``: the node's rate
     counters, shared with the other workers (without it, a table of this worker's own)."""
     database = Database(database_url)
+    await asyncio.to_thread(prepare_core_rule_set)
     snapshots = SnapshotHolder(await asyncio.to_thread(read_worker_snapshot, database))
     counters = (
         RateCounters.attach(rate_counters_fd)

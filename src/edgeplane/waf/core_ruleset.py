@@ -3,7 +3,10 @@
 The content is the real CRS (3.3.4, as Debian's ``modsecurity-crs`` installs it in ``/usr/share/modsecurity-crs``;
 ``waf.crs_rules_dir`` names another directory), never a copy in this repository: its ``REQUEST-9*.conf`` files are
 read once per process (``read_crs()``) when the Rulesets API or a firewall first lists them, and compiled
-(``core_rule_set()``) when a firewall first executes the OWASP Core Ruleset. This module
+(``core_rule_set()``) once per process: by an edge worker at its start (``prepare_core_rule_set()``), elsewhere when a
+firewall first executes the OWASP Core Ruleset. A deployment's paranoia level, threshold and overrides select from
+that one compiled engine (the level is CRS's executing paranoia level, the overrides its removed rules, the threshold
+the firewall's score rule), so changing them compiles no SecLang. This module
 knows CRS; the catalogue (``edgeplane.waf.catalogue``) gives it the Rulesets API's shape and the firewall
 (``edgeplane.waf.firewall``) runs it.
 
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -47,6 +50,8 @@ EXCLUSION_FILES: Final = (Path(__file__).with_name("exclusions") / "json-rpc.con
 _CRS_SETUP: Final[Mapping[str, str]] = {"crs_setup_version": "334"}
 _SEVERITIES: Final[Mapping[str, str]] = {"CRITICAL": "critical", "ERROR": "error", "WARNING": "warning"}
 _SCORING_IDS: Final = range(911000, 945000)
+PARANOIA_LEVELS: Final = (1, 2, 3, 4)
+_WARMING_REQUEST: Final = HttpRequest(method=b"GET", target=b"/", protocol=b"HTTP/1.1", headers=(), body=b"")
 
 _rules_dir = DEFAULT_CRS_RULES_DIR
 
@@ -90,9 +95,18 @@ class CoreRuleSet:
     def evaluate(self, request: RequestFields, *, paranoia_level: int, disabled: frozenset[int]) -> Evaluation:
         """Runs the CRS on ``request`` at ``paranoia_level`` (CRS's executing level) without the rules in
         ``disabled`` (CRS ids). Never raises for a request's content."""
+        return self._evaluate(seclang_request(request), paranoia_level, disabled)
+
+    def warm(self) -> None:
+        """Builds what the engine builds the first time a paranoia level runs (its program for that level, about a
+        tenth of a second each), for every level, by evaluating an empty request at each."""
+        for level in PARANOIA_LEVELS:
+            self._evaluate(_WARMING_REQUEST, level, frozenset())
+
+    def _evaluate(self, request: HttpRequest, paranoia_level: int, disabled: frozenset[int]) -> Evaluation:
         level = str(paranoia_level)
         return self.engine.evaluate(
-            seclang_request(request),
+            request,
             tx={**_CRS_SETUP, "paranoia_level": level, "executing_paranoia_level": level},
             mode="DetectionOnly",
             disabled=disabled,
@@ -135,18 +149,44 @@ def read_crs() -> CrsRules:
 
 @functools.cache
 def core_rule_set() -> CoreRuleSet:
-    """The CRS in ``rules_dir()``, compiled once per process, when a firewall first executes the OWASP Core Ruleset
-    (a few seconds of CPU). Raises ``CoreRuleSetUnavailable`` when the files are missing or do not compile."""
+    """The CRS in ``rules_dir()``, compiled once per process (a few seconds of CPU): at an edge worker's start
+    (``prepare_core_rule_set``), elsewhere when a firewall first executes the OWASP Core Ruleset. Raises
+    ``CoreRuleSetUnavailable`` when the files are missing or do not compile."""
+    crs = compile_core_rule_set()
+    log.info("OWASP Core Rule Set compiled", rules=len(crs.rules), version=crs.version, source=str(crs.source))
+    return crs
+
+
+def compile_core_rule_set(exclusions: Sequence[Path] = EXCLUSION_FILES) -> CoreRuleSet:
+    """The CRS in ``rules_dir()`` compiled now, with the exclusion packages ``exclusions`` after its initialisation
+    (edgeplane's: ``core_rule_set`` is this, once per process; a test compiles it without them to see what they
+    remove). Raises ``CoreRuleSetUnavailable`` when the files are missing or do not compile."""
     listed = read_crs()
     initialisation = [item for path, file in listed.files if path.name.startswith("REQUEST-901-") for item in file]
     detection = [item for path, file in listed.files if not path.name.startswith("REQUEST-901-") for item in file]
     try:
-        directives = [*initialisation, *load_rule_files(list(EXCLUSION_FILES)), *detection]
-        engine = compile_rules(directives, data_dir=listed.source)
+        packages = load_rule_files(list(exclusions)) if exclusions else []
+        engine = compile_rules([*initialisation, *packages, *detection], data_dir=listed.source)
     except (SecLangError, OSError) as error:
         raise CoreRuleSetUnavailable(f"the OWASP Core Rule Set in {listed.source} does not compile: {error}") from None
-    log.info("OWASP Core Rule Set compiled", rules=len(listed.rules), version=listed.version, source=str(listed.source))
     return CoreRuleSet(engine=engine, rules=listed.rules, version=listed.version, source=listed.source)
+
+
+def prepare_core_rule_set() -> CoreRuleSet | None:
+    """Compiles the CRS of ``rules_dir()`` now, with its program for every paranoia level (``CoreRuleSet.warm``),
+    unless this process did already: what an edge worker does at start, so that deploying, reconfiguring or
+    undeploying the OWASP Core Ruleset later costs its configuration reload no SecLang compilation and is live
+    within the propagation bound (docs/rulesets.md). None when the CRS is not installed or does not compile (logged:
+    the Rulesets API does not offer it then, and a stored deployment says so in its firewall's problems)."""
+    if not crs_installed():
+        return None
+    try:
+        crs = core_rule_set()
+    except CoreRuleSetUnavailable as unavailable:
+        log.warning("the OWASP Core Rule Set cannot be compiled", reason=str(unavailable))
+        return None
+    crs.warm()
+    return crs
 
 
 def _rule_files(source: Path) -> list[Path]:
