@@ -337,3 +337,23 @@ def test_an_origin_score_is_counted_after_the_answer(table: RateTable, clock: Cl
         pending.request.set_response(200, [(b"x-score", b"5")])
         pending.limit.count(table, pending, 5, clock.ms)
     assert compiled.evaluate(request(), counters=table).blocked  # 10 of 10 spent
+
+
+def test_a_custom_response_without_a_status_is_429(table: RateTable, clock: Clock) -> None:
+    document = limit_rule(requests_per_period=1)
+    document["action_parameters"] = {"response": {"content": "slow", "content_type": "text/plain"}}
+    compiled = firewall(document)
+    compiled.evaluate(request(), counters=table)
+    assert compiled.evaluate(request(), counters=table).status == 429
+
+
+def test_an_account_entrypoint_executes_a_rate_limiting_ruleset(table: RateTable, clock: Clock) -> None:
+    execute = {"id": "x", "action": "execute", "expression": "true", "action_parameters": {"id": "rs-account"}}
+    account = [limit_rule(requests_per_period=2, rule_id="in-ruleset")]
+    compiled = compile_firewall({RATELIMIT: [Entrypoint([execute], "rs-root")]}, rulesets={"rs-account": account})
+    assert not compiled.problems, compiled.problems
+    verdicts = [compiled.evaluate(request(), counters=table) for _ in range(3)]
+    assert [verdict.blocked for verdict in verdicts] == [False, False, True]
+    terminal = verdicts[-1].terminal
+    assert terminal is not None
+    assert (terminal.rule_id, terminal.ruleset_id, terminal.source) == ("in-ruleset", "rs-account", "ratelimit")

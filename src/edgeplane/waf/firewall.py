@@ -652,12 +652,8 @@ class _Compiler:
             if not isinstance(document, Mapping) or document.get("enabled", True) is False:
                 continue
             where = f"{phase} rule {position} ({document.get('id') or 'no id'})"
-            limit = self._rate_limit(document, entry.ruleset_id, where) if phase == RATELIMIT_PHASE else None
-            if phase == RATELIMIT_PHASE and limit is None:
-                continue
-            rule = self._user_rule(document, where, nested=False)
+            rule = self._user_rule(document, where, nested=False, phase=phase, ruleset_id=entry.ruleset_id)
             if rule is not None:
-                rule.limit = limit
                 ruleset.rules.append(rule)
         if phase == RATELIMIT_PHASE:
             counted = [(rule, rule.limit.at_once) for rule in ruleset.rules if rule.limit and rule.limit.at_once]
@@ -665,11 +661,21 @@ class _Compiler:
                 ruleset.counted = tuple(counted)
         return ruleset
 
-    def _user_rule(self, document: Mapping[str, Any], where: str, *, nested: bool) -> _Rule | None:
+    def _user_rule(
+        self, document: Mapping[str, Any], where: str, *, nested: bool, phase: str, ruleset_id: str
+    ) -> _Rule | None:
+        """A rule a user wrote, in ``phase`` (its entrypoint's, or the entrypoint's that executes its ruleset) and
+        the ruleset ``ruleset_id``; None (a problem) when it cannot run. Every rule of the rate limiting phase but an
+        ``execute`` has its rate limit."""
         action = document.get("action")
         if action not in _KNOWN_ACTIONS or action == SCORE_ACTION:
             self._problem(f"{where}: unknown action {action!r}")
             return None
+        limit = None
+        if phase == RATELIMIT_PHASE and action != "execute":
+            limit = self._rate_limit(document, ruleset_id, where)
+            if limit is None:
+                return None
         parameters = document.get("action_parameters")
         parameters = parameters if isinstance(parameters, Mapping) else {}
         execute: _Ruleset | None = None
@@ -677,7 +683,7 @@ class _Compiler:
             if nested:
                 self._problem(f"{where}: execute inside an executed ruleset is not supported")
                 return None
-            execute = self._execute(parameters, where)
+            execute = self._execute(parameters, where, phase)
             if execute is None:
                 return None
         rule_id = str(document.get("id") or "")
@@ -695,10 +701,12 @@ class _Compiler:
         if isinstance(logging, Mapping) and logging.get("enabled") is False:
             rule.logging = False
         rule.execute = execute
+        rule.limit = limit
         if action == "skip":
             rule.skip = _skip(parameters)
         if action == "block":
-            rule.response = _response(parameters.get("response"))
+            default = RATELIMIT_STATUS if limit is not None else BLOCK_STATUS
+            rule.response = _response(parameters.get("response"), default)
         return rule
 
     def _rate_limit(self, document: Mapping[str, Any], ruleset_id: str, where: str) -> RateLimit | None:
@@ -715,7 +723,7 @@ class _Compiler:
             self._problem(f"{where}: {error}")
             return None
 
-    def _execute(self, parameters: Mapping[str, Any], where: str) -> _Ruleset | None:
+    def _execute(self, parameters: Mapping[str, Any], where: str, phase: str) -> _Ruleset | None:
         ruleset_id = parameters.get("id")
         overrides = Overrides.from_json(parameters.get("overrides"))
         if not isinstance(ruleset_id, str):
@@ -743,7 +751,11 @@ class _Compiler:
             if not effective.enabled:
                 continue
             rule = self._user_rule(
-                {**document, "action": effective.action}, f"{where}: ruleset {ruleset_id} rule {position}", nested=True
+                {**document, "action": effective.action},
+                f"{where}: ruleset {ruleset_id} rule {position}",
+                nested=True,
+                phase=phase,
+                ruleset_id=ruleset_id,
             )
             if rule is not None:
                 ruleset.rules.append(rule)
@@ -870,14 +882,15 @@ def _strings(value: object) -> frozenset[str]:
     return frozenset(item for item in value if isinstance(item, str))
 
 
-def _response(value: object) -> BlockResponse | None:
+def _response(value: object, default_status: int) -> BlockResponse | None:
+    """A block rule's custom response (None without one); ``default_status`` when it gives no status code."""
     if not isinstance(value, Mapping):
         return None
     status = value.get("status_code")
     content = value.get("content")
     content_type = value.get("content_type")
     return BlockResponse(
-        status=status if isinstance(status, int) and 400 <= status <= 499 else BLOCK_STATUS,
+        status=status if isinstance(status, int) and 400 <= status <= 499 else default_status,
         content=content.encode() if isinstance(content, str) else b"",
         content_type=content_type.encode("latin-1") if isinstance(content_type, str) else b"text/plain",
     )
