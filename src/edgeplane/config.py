@@ -111,6 +111,18 @@ class ResponseCacheSettings(BaseModel):
     )
     max_bytes: int = Field(default=64 * 1024 * 1024, ge=0, description="answers kept per network and edge worker")
     max_entry_bytes: int = Field(default=1024 * 1024, ge=0, description="larger answers are not kept")
+    finalized_max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="answers about finalized blocks, kept across heads (least recently used out first), per network "
+        "and edge worker; 0: none kept across heads",
+    )
+    realtime_max_age_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="how long an answer of a realtime method (eth_gasPrice, eth_blockNumber) is kept, even while the "
+        "head stays the same",
+    )
 
 
 class MethodCostEntry(BaseModel):

@@ -1,10 +1,11 @@
 """A faulty JSON-RPC node for tests: a real HTTP server on loopback, in the test's event loop, that passes requests to
 a real node (anvil) and misbehaves as told: slow (``delay_seconds``), dead (closes every connection without an
-answer), throttled (HTTP 429), lagging (``lag_blocks``: it claims a head that many blocks below the node's, answers
-``latest`` with that block, and ``null`` or ``[]`` for blocks above it, as a node that has not seen them yet), or
-flapping (dead and alive in turn, ``flap_seconds`` each), range-limited (``eth_getLogs`` over more than
-``max_logs_blocks`` blocks, or answered with more than ``max_logs_results`` logs, is refused with the coded error
-``logs_refusal`` that real nodes give).
+answer), throttled (HTTP 429), failing some methods (``failing_methods``: HTTP 503), lagging (``lag_blocks``: it
+claims a head that many blocks below the node's, answers ``latest``, ``safe`` and ``finalized`` with blocks that many
+below, and ``null`` or ``[]`` for blocks above its head, as a node that has not seen them yet), flapping (dead and
+alive in turn, ``flap_seconds`` each), or range-limited (``eth_getLogs`` over more than ``max_logs_blocks`` blocks, or
+answered with more than ``max_logs_results`` logs, is refused with the coded error ``logs_refusal`` that real nodes
+give).
 
 It counts what it was asked (``exchanges``: HTTP requests that reached it; ``methods``: each JSON-RPC method, batch
 items one each; ``most_in_flight``: the most exchanges at once), so a test can show how many exchanges a behaviour
@@ -54,6 +55,7 @@ class FaultProxy:
         self.lag_blocks = 0
         self.flap_seconds: float | None = None
         self.max_logs_blocks: int | None = None
+        self.failing_methods: set[str] = set()  # an exchange holding one of these gets HTTP 503
         self.max_logs_results: int | None = None
         # The error of a refused eth_getLogs ({limit} is replaced by the limit): geth-style by default.
         self.logs_refusal: tuple[int, str] = (-32000, "exceed maximum block range: {limit}")
@@ -137,6 +139,8 @@ class FaultProxy:
             assert request.transport is not None
             request.transport.close()
             return web.Response(status=503)
+        if self.failing_methods.intersection(str(item.get("method")) for item in items if isinstance(item, dict)):
+            return web.Response(status=503)
         if self.throttled:
             return web.json_response({"jsonrpc": "2.0", "id": None, "error": {"code": -32005}}, status=429)
         if self.delay_seconds:
@@ -195,8 +199,11 @@ class FaultProxy:
             while len(params) <= position:
                 params.append("latest")
             ref = params[position]
-            if ref in ("latest", "pending", "safe", "finalized"):
+            if ref in ("latest", "pending"):
                 params[position] = hex(claimed)
+            elif ref in ("safe", "finalized"):  # behind by as many blocks as its head
+                block = await self._node("eth_getBlockByNumber", [ref, False])
+                params[position] = hex(max(0, int(block["number"], 16) - self.lag_blocks))
             elif isinstance(ref, str) and ref.startswith("0x") and int(ref, 16) > claimed:
                 if method in _BLOCK_FAMILY:
                     return result(None)

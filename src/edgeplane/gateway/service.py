@@ -83,7 +83,10 @@ class Gateway:
         self.settings = settings
         self._traces = TraceFilterService(policy.limits, concurrency=settings.trace_filter_concurrency)
         self.caches = (
-            {network: ResponseCache(pool, settings.cache) for network, pool in self.pools.items()}
+            {
+                network: ResponseCache(pool, settings.cache, realtime=policy.realtime)
+                for network, pool in self.pools.items()
+            }
             if settings.cache.enabled
             else {}
         )

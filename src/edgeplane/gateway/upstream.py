@@ -145,7 +145,7 @@ class UpstreamNode:
         return answer["result"]
 
     async def call_batch(
-        self, calls: list[tuple[str, list[Any]]], *, idempotent: bool = False
+        self, calls: list[tuple[str, list[Any]]], *, idempotent: bool = False, timeout_seconds: float | None = None
     ) -> list[Any | UpstreamRejected]:
         """Calls several methods in one JSON-RPC batch; each slot holds a result or the node's error."""
         if not calls:
@@ -159,7 +159,7 @@ class UpstreamNode:
             )
             + b"]"
         )
-        answer = _loads(await self.post(body, idempotent=idempotent), self.label)
+        answer = _loads(await self.post(body, idempotent=idempotent, timeout_seconds=timeout_seconds), self.label)
         if not isinstance(answer, list):
             if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
                 # Some nodes answer a whole batch with one error (for example, batches disabled).
