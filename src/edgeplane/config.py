@@ -49,6 +49,12 @@ class UpstreamSettings(BaseModel):
         description="largest block range the node's own trace_filter accepts; larger ranges are split. "
         "Unset: known from the node's client version (anvil: 300), else unlimited",
     )
+    max_logs_blocks: int | None = Field(
+        default=None,
+        ge=1,
+        description="largest block range sent to the node in one eth_getLogs; larger ranges are split. Unset: "
+        "unlimited, until the node refuses a range as too wide (then bisected, and its widest answered range kept)",
+    )
 
     @field_validator("url")
     @classmethod
@@ -105,6 +111,18 @@ class ResponseCacheSettings(BaseModel):
     )
     max_bytes: int = Field(default=64 * 1024 * 1024, ge=0, description="answers kept per network and edge worker")
     max_entry_bytes: int = Field(default=1024 * 1024, ge=0, description="larger answers are not kept")
+    finalized_max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="answers about finalized blocks, kept across heads (least recently used out first), per network "
+        "and edge worker; 0: none kept across heads",
+    )
+    realtime_max_age_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="how long an answer of a realtime method (eth_gasPrice, eth_blockNumber) is kept, even while the "
+        "head stays the same",
+    )
 
 
 class MethodCostEntry(BaseModel):
@@ -231,6 +249,9 @@ class GatewaySettings(BaseModel):
     )
     trace_filter_concurrency: int = Field(
         default=4, ge=1, description="upstream calls in flight while synthesising trace_filter"
+    )
+    logs_split_concurrency: int = Field(
+        default=4, ge=1, description="upstream calls in flight for the parts of one split eth_getLogs"
     )
     cache: ResponseCacheSettings = Field(default_factory=ResponseCacheSettings)
     costs: MethodCostSettings = Field(default_factory=MethodCostSettings)

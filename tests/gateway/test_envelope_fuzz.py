@@ -189,7 +189,11 @@ def check(body: bytes, status: int, answer_body: bytes, node: GoStyleNode) -> No
     # What the node decoded: requests let through (some answered from the cache never reach it), each written again
     # with the four envelope members only, reading the same to Python and to Go.
     # The gateway's own reads (of the head, by the cache and the limits) carry ids of their own.
-    sent = {request.body: None for request in received if request.request.batch or _client_id(request.request.id)}
+    sent = {
+        request.body: None
+        for request in received
+        if (request.request.batch and not _own_head_read(request.body)) or _client_id(request.request.id)
+    }
     decoded = []
     for node_body in sent:
         as_python = json.loads(node_body)
@@ -204,6 +208,15 @@ def check(body: bytes, status: int, answer_body: bytes, node: GoStyleNode) -> No
     for method, params in decoded:
         assert (method, params) in let_through, (method, params, let_through)
         let_through.remove((method, params))
+
+
+def _own_head_read(body: bytes) -> bool:
+    """Whether a batch is the response cache's own read of the head and the finalized block."""
+    entries = json.loads(body)
+    return [(entry["method"], entry["params"]) for entry in entries] == [
+        ("eth_getBlockByNumber", ["latest", False]),
+        ("eth_getBlockByNumber", ["finalized", False]),
+    ]
 
 
 def _client_id(request_id: Any) -> bool:

@@ -51,3 +51,21 @@ def test_a_method_cannot_be_both_supported_and_unsupported() -> None:
     }
     with pytest.raises(ValueError, match="both supported and unsupported"):
         parse_method_policy(data)
+
+
+def test_realtime_methods_are_cacheable_ones() -> None:
+    assert load_method_policy().realtime == {"eth_gasPrice", "eth_blockNumber"}
+    data = {
+        "supported": ["eth_call", "eth_gasPrice"],
+        "unsupported": [],
+        "cacheable": ["eth_call"],
+        "realtime": ["eth_gasPrice"],
+        "limits": {
+            "eth_getLogs_max_block_range": 1,
+            "eth_feeHistory_max_block_count": 1,
+            "trace_filter_max_block_range": 1,
+            "trace_filter_max_count": 1,
+        },
+    }
+    with pytest.raises(ValueError, match="realtime methods must be cacheable"):
+        parse_method_policy(data)

@@ -185,16 +185,17 @@ async def test_a_block_replaced_at_the_same_height_is_not_served(node: AnvilNode
 
 async def test_concurrent_requests_share_one_read_of_the_head(gateway: Gateway, node: AnvilNode) -> None:
     (upstream,) = gateway.pools["mainnet"].nodes
-    reads: list[str] = []
-    call = upstream.call
+    reads: list[list[Any]] = []
+    call_batch = upstream.call_batch
 
-    async def counting_call(method: str, params: list[Any], **options: Any) -> Any:
-        reads.append(method)
-        return await call(method, params, **options)
+    async def counting_call_batch(calls: list[tuple[str, list[Any]]], **options: Any) -> Any:
+        reads.append(calls)
+        return await call_batch(calls, **options)
 
-    upstream.call = counting_call  # type: ignore[method-assign]
+    upstream.call_batch = counting_call_batch  # type: ignore[method-assign]
     answers = await asyncio.gather(*(ask(gateway, "eth_chainId", [], request_id=index) for index in range(20)))
-    assert reads == ["eth_getBlockByNumber"]
+    # One exchange: the head and the finalized block, asked together.
+    assert reads == [[("eth_getBlockByNumber", ["latest", False]), ("eth_getBlockByNumber", ["finalized", False])]]
     assert [orjson.loads(answer.body)["id"] for answer in answers] == list(range(20))
     assert {result(answer) for answer in answers} == {hex(node.chain_id)}
 

@@ -1,11 +1,15 @@
 """A faulty JSON-RPC node for tests: a real HTTP server on loopback, in the test's event loop, that passes requests to
 a real node (anvil) and misbehaves as told: slow (``delay_seconds``), dead (closes every connection without an
-answer), throttled (HTTP 429), lagging (``lag_blocks``: it claims a head that many blocks below the node's, answers
-``latest`` with that block, and ``null`` or ``[]`` for blocks above it, as a node that has not seen them yet), or
-flapping (dead and alive in turn, ``flap_seconds`` each).
+answer), throttled (HTTP 429), failing some methods (``failing_methods``: HTTP 503), lagging (``lag_blocks``: it
+claims a head that many blocks below the node's, answers ``latest``, ``safe`` and ``finalized`` with blocks that many
+below, and ``null`` or ``[]`` for blocks above its head, as a node that has not seen them yet), flapping (dead and
+alive in turn, ``flap_seconds`` each), or range-limited (``eth_getLogs`` over more than ``max_logs_blocks`` blocks, or
+answered with more than ``max_logs_results`` logs, is refused with the coded error ``logs_refusal`` that real nodes
+give).
 
 It counts what it was asked (``exchanges``: HTTP requests that reached it; ``methods``: each JSON-RPC method, batch
-items one each), so a test can show how many exchanges a behaviour cost. Faults can be changed while it runs.
+items one each; ``most_in_flight``: the most exchanges at once), so a test can show how many exchanges a behaviour
+cost. Faults can be changed while it runs.
 """
 
 from __future__ import annotations
@@ -50,7 +54,15 @@ class FaultProxy:
         self.throttled = False
         self.lag_blocks = 0
         self.flap_seconds: float | None = None
+        self.max_logs_blocks: int | None = None
+        self.failing_methods: set[str] = set()  # an exchange holding one of these gets HTTP 503
+        self.max_logs_results: int | None = None
+        # The error of a refused eth_getLogs ({limit} is replaced by the limit): geth-style by default.
+        self.logs_refusal: tuple[int, str] = (-32000, "exceed maximum block range: {limit}")
         self.exchanges = 0
+        self.refused_logs = 0
+        self.in_flight = 0
+        self.most_in_flight = 0  # the most exchanges it was answering at once
         self.methods: collections.Counter[str] = collections.Counter()
         self.asked: list[tuple[str, Any]] = []
         self.url = ""
@@ -95,6 +107,8 @@ class FaultProxy:
 
     def reset_counts(self) -> None:
         self.exchanges = 0
+        self.refused_logs = 0
+        self.most_in_flight = 0
         self.methods.clear()
         self.asked.clear()
 
@@ -108,6 +122,14 @@ class FaultProxy:
         return int((time.monotonic() - self._flap_started) / self.flap_seconds) % 2 == 0
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._serve(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
         body = orjson.loads(await request.read())
         items = body if isinstance(body, list) else [body]
         self.exchanges += 1
@@ -117,6 +139,8 @@ class FaultProxy:
             assert request.transport is not None
             request.transport.close()
             return web.Response(status=503)
+        if self.failing_methods.intersection(str(item.get("method")) for item in items if isinstance(item, dict)):
+            return web.Response(status=503)
         if self.throttled:
             return web.json_response({"jsonrpc": "2.0", "id": None, "error": {"code": -32005}}, status=429)
         if self.delay_seconds:
@@ -124,7 +148,7 @@ class FaultProxy:
         claimed = None
         if self.lag_blocks:
             claimed = max(0, int(await self._node("eth_blockNumber", []), 16) - self.lag_blocks)
-        answers = [await self._answer(item, claimed) for item in items]
+        answers = [await self._limited(item, claimed) for item in items]
         return web.Response(
             body=orjson.dumps(answers if isinstance(body, list) else answers[0]), content_type="application/json"
         )
@@ -138,6 +162,27 @@ class FaultProxy:
         async with self._session.post(self.node_url, data=orjson.dumps(item), headers=_JSON) as response:
             answer: dict[str, Any] = orjson.loads(await response.read())
             return answer
+
+    async def _limited(self, item: dict[str, Any], claimed: int | None) -> dict[str, Any]:
+        """``_answer``, or the refusal of an ``eth_getLogs`` over the proxy's limits."""
+        query = (item.get("params") or [None])[0]
+        if item.get("method") != "eth_getLogs" or not isinstance(query, dict) or "blockHash" in query:
+            return await self._answer(item, claimed)
+        if self.max_logs_blocks is not None:
+            head = claimed if claimed is not None else int(await self._node("eth_blockNumber", []), 16)
+            first, last = (_number(query.get(bound, "latest"), head) for bound in ("fromBlock", "toBlock"))
+            if last - first + 1 > self.max_logs_blocks:
+                return self._refusal(item, self.max_logs_blocks)
+        answer = await self._answer(item, claimed)
+        found = answer.get("result")
+        if self.max_logs_results is not None and isinstance(found, list) and len(found) > self.max_logs_results:
+            return self._refusal(item, self.max_logs_results)
+        return answer
+
+    def _refusal(self, item: dict[str, Any], limit: int) -> dict[str, Any]:
+        self.refused_logs += 1
+        code, message = self.logs_refusal
+        return {"jsonrpc": "2.0", "id": item.get("id"), "error": {"code": code, "message": message.format(limit=limit)}}
 
     async def _answer(self, item: dict[str, Any], claimed: int | None) -> dict[str, Any]:
         if claimed is None:
@@ -154,8 +199,11 @@ class FaultProxy:
             while len(params) <= position:
                 params.append("latest")
             ref = params[position]
-            if ref in ("latest", "pending", "safe", "finalized"):
+            if ref in ("latest", "pending"):
                 params[position] = hex(claimed)
+            elif ref in ("safe", "finalized"):  # behind by as many blocks as its head
+                block = await self._node("eth_getBlockByNumber", [ref, False])
+                params[position] = hex(max(0, int(block["number"], 16) - self.lag_blocks))
             elif isinstance(ref, str) and ref.startswith("0x") and int(ref, 16) > claimed:
                 if method in _BLOCK_FAMILY:
                     return result(None)
@@ -173,6 +221,15 @@ class FaultProxy:
                 params[0] = query
         answer = await self._post({**item, "params": params})
         return _hide_above(answer, claimed)
+
+
+def _number(ref: Any, head: int) -> int:
+    """A block parameter of a filter as a number, tags at ``head``."""
+    if ref in ("latest", "pending", "safe", "finalized"):
+        return head
+    if ref == "earliest":
+        return 0
+    return int(str(ref), 16)
 
 
 def _hide_above(answer: dict[str, Any], claimed: int) -> dict[str, Any]:

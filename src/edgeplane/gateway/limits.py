@@ -52,7 +52,7 @@ async def check_get_logs(params: list[Any], resolver: BlockResolver, limits: Gat
     names one block and is not a range."""
     if check_get_logs_at_once(params, limits):
         return
-    from_ref, to_ref = _get_logs_range(params[0])
+    from_ref, to_ref = get_logs_range(params[0])
     first, last = await measure_block_range(from_ref, to_ref, resolver, method="eth_getLogs")
     _check_get_logs_size(last - first + 1, limits)
 
@@ -69,7 +69,7 @@ def check_get_logs_at_once(params: list[Any], limits: GatewayLimits) -> bool:
         if query.get("fromBlock") is not None or query.get("toBlock") is not None:
             raise InvalidParams("invalid eth_getLogs params: blockHash cannot be combined with fromBlock or toBlock")
         return True
-    from_ref, to_ref = _get_logs_range(query)
+    from_ref, to_ref = get_logs_range(query)
     if from_ref == to_ref:
         return True
     if not (isinstance(from_ref, int) and isinstance(to_ref, int)):
@@ -79,7 +79,9 @@ def check_get_logs_at_once(params: list[Any], limits: GatewayLimits) -> bool:
     return True
 
 
-def _get_logs_range(query: dict[str, Any]) -> tuple[BlockRef, BlockRef]:
+def get_logs_range(query: dict[str, Any]) -> tuple[BlockRef, BlockRef]:
+    """The ``fromBlock`` and ``toBlock`` of an ``eth_getLogs`` filter, an omitted one read as ``latest``. Raises
+    ``InvalidParams`` for a bound that is not a block parameter."""
     return _block_member(query, "fromBlock"), _block_member(query, "toBlock")
 
 

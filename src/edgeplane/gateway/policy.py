@@ -30,6 +30,7 @@ class MethodPolicy:
     non_idempotent: frozenset[str]
     cacheable: frozenset[str]
     limits: GatewayLimits
+    realtime: frozenset[str] = frozenset()
 
     def allows(self, method: str) -> bool:
         """True when the gateway answers ``method``; every other name is refused with HTTP 403."""
@@ -55,8 +56,12 @@ def parse_method_policy(data: dict[str, Any]) -> MethodPolicy:
         raise ValueError(
             f"cacheable methods must be supported reads: {sorted(cacheable - (supported - non_idempotent))}"
         )
+    realtime = frozenset(str(name) for name in data.get("realtime", []))
+    if not realtime <= cacheable:
+        raise ValueError(f"realtime methods must be cacheable: {sorted(realtime - cacheable)}")
     limits = data["limits"]
     return MethodPolicy(
+        realtime=realtime,
         supported=supported,
         unsupported=unsupported,
         non_idempotent=non_idempotent,

@@ -1,4 +1,5 @@
-"""The gateway's response cache: answers to reads, kept for as long as the chain's head block stays the same.
+"""The gateway's response cache: answers to reads, kept for as long as the chain's head block stays the same, and
+those about finalized blocks for longer.
 
 What a read returns depends on the head block: ``eth_call`` at ``latest``, ``eth_blockNumber``, a block by number.
 So every answer kept here belongs to one head (its number and hash), and all of them are dropped together when the
@@ -20,6 +21,11 @@ made), any request that names the ``pending`` block, batches, and answers larger
 the head cannot be read (every node down), nothing is answered from the cache and the request goes to the pool,
 which answers as it would without a cache.
 
+Answers about finalized blocks (``edgeplane.gateway.finality``) are the exception: they cannot change, so they are
+kept across heads, in a store bounded by bytes (least recently used out first). The finalized block is read with the
+head, in the same exchange; the highest told is kept, and a chain that goes back past it (a development chain
+reverted) drops the store. Answers of realtime methods (gas price, head number) are kept per head and briefly.
+
 Written here rather than taken from a caching library because the policy is the chain's, not a clock's: entries
 have no time to live, only a head to belong to, and the head check must be shared by every concurrent request.
 """
@@ -29,8 +35,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import orjson
 import structlog
@@ -38,6 +46,8 @@ import structlog
 from edgeplane import metrics
 from edgeplane.batched_counts import BatchedCount
 from edgeplane.config import ResponseCacheSettings
+from edgeplane.gateway.errors import UpstreamRejected
+from edgeplane.gateway.finality import is_finalized_answer
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
 from edgeplane.gateway.upstream_pool import UpstreamPool
 from edgeplane.jsonrpc.envelope import RpcRequest
@@ -62,11 +72,52 @@ class HeadBlock:
 class _Generation:
     """The answers kept for one head block. A new head makes a new generation; the old one is dropped whole."""
 
-    __slots__ = ("entries", "head", "size")
+    __slots__ = ("entries", "expires", "head", "size")
 
     def __init__(self, head: HeadBlock) -> None:
         self.head = head
         self.entries: dict[bytes, bytes] = {}
+        self.expires: dict[bytes, float] = {}  # the realtime answers' last moment
+        self.size = 0
+
+    def get(self, key: bytes, now: float) -> bytes | None:
+        kept = self.entries.get(key)
+        if kept is not None and self.expires and self.expires.get(key, now) < now:
+            return None
+        return kept
+
+
+class _FinalizedAnswers:
+    """Answers about finalized blocks: kept across heads, bounded by bytes, the least recently used out first."""
+
+    __slots__ = ("entries", "max_bytes", "size")
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[bytes, bytes] = OrderedDict()
+        self.size = 0
+
+    def get(self, key: bytes) -> bytes | None:
+        kept = self.entries.get(key)
+        if kept is not None:
+            self.entries.move_to_end(key)
+        return kept
+
+    def put(self, key: bytes, kept: bytes) -> None:
+        size = len(key) + len(kept)
+        if size > self.max_bytes:
+            return
+        replaced = self.entries.pop(key, None)
+        if replaced is not None:
+            self.size -= len(key) + len(replaced)
+        while self.entries and self.size + size > self.max_bytes:
+            oldest, answer = self.entries.popitem(last=False)
+            self.size -= len(oldest) + len(answer)
+        self.entries[key] = kept
+        self.size += size
+
+    def clear(self) -> None:
+        self.entries.clear()
         self.size = 0
 
 
@@ -95,10 +146,13 @@ def _answer_body(request: RpcRequest, result: bytes) -> bytes:
 class ResponseCache:
     """The answers of one network's pool, for the current head block."""
 
-    def __init__(self, pool: UpstreamPool, settings: ResponseCacheSettings) -> None:
+    def __init__(self, pool: UpstreamPool, settings: ResponseCacheSettings, *, realtime: Iterable[str] = ()) -> None:
         self.pool = pool
         self.settings = settings
+        self._realtime = frozenset(realtime)
         self._generation: _Generation | None = None
+        self._finalized = _FinalizedAnswers(settings.finalized_max_bytes)
+        self._finalized_block: HeadBlock | None = None  # the highest finalized block the head reads told
         self._confirmed_at = float("-inf")
         self._settling_until = float("-inf")
         self._head_at_write: HeadBlock | None = None  # the head known when the last write was sent
@@ -128,11 +182,15 @@ class ResponseCache:
         """The body of the answer to ``request`` when the cache holds it and its head reading is fresh; else None,
         and ``answer`` will tell. Never waits: the fast path of the most common request."""
         generation = self._generation
-        if generation is None or not self._fresh(time.monotonic()):
+        now = time.monotonic()
+        if generation is None or not self._fresh(now):
             return None
-        kept = generation.entries.get(_key(request, orjson.dumps(request.params)))
+        key = _key(request, orjson.dumps(request.params))
+        kept = generation.get(key, now)
         if kept is None:
-            return None
+            kept = self._finalized.get(key)
+            if kept is None:
+                return None
         self._lookups["hit"].add()
         return _answer_body(request, kept)
 
@@ -149,22 +207,30 @@ class ResponseCache:
             self._lookups["bypass"].add()
             answer, upstream = await self.pool.forward(request, idempotent=True)
             return CachedAnswer(answer, "bypass", upstream)
-        kept = generation.entries.get(key)
+        kept = generation.get(key, time.monotonic())
+        if kept is None:
+            kept = self._finalized.get(key)
         if kept is not None:
             self._lookups["hit"].add()
             return CachedAnswer(_answer_body(request, kept), "hit")
         self._lookups["miss"].add()
         in_step = self._in_step
+        finalized = self._finalized_block
         answer, upstream = await self.pool.forward(request, idempotent=True, params=params)
         if upstream in in_step:
             if self._generation is generation:
-                self._keep(generation, key, answer)
+                self._keep(generation, request, key, answer, finalized)
         elif (self.pool.head_of(upstream) or -1) > generation.head.number:
             # A node ahead of the cache's head answered: the head has moved on, and the next request reads it again.
             self._confirmed_at = float("-inf")
         return CachedAnswer(answer, "miss", upstream)
 
-    def _keep(self, generation: _Generation, key: bytes, answer: bytes) -> None:
+    def _keep(
+        self, generation: _Generation, request: RpcRequest, key: bytes, answer: bytes, finalized: HeadBlock | None
+    ) -> None:
+        """Keeps a node's answer: across heads when it is about finalized blocks only (``finalized``: the finalized
+        block known when the request was sent, and still known), else for ``generation``'s head, a realtime
+        method's for at most ``realtime_max_age_seconds``."""
         try:
             document = orjson.loads(answer)
             if not isinstance(document, dict) or document.get("error") is not None or document.get("result") is None:
@@ -175,6 +241,15 @@ class ResponseCache:
         size = len(key) + len(kept)
         if size > self.settings.max_entry_bytes:
             return
+        if (
+            finalized is not None
+            and finalized == self._finalized_block
+            and is_finalized_answer(request.method, request.params, document["result"], finalized.number)
+        ):
+            self._finalized.put(key, kept)
+            return
+        if request.method in self._realtime:
+            generation.expires[key] = time.monotonic() + self.settings.realtime_max_age_seconds
         entries = generation.entries
         replaced = entries.pop(key, None)
         if replaced is not None:
@@ -183,8 +258,28 @@ class ResponseCache:
             # The oldest answers go first; a generation rarely lives longer than a block.
             oldest = next(iter(entries))
             generation.size -= len(oldest) + len(entries.pop(oldest))
+            generation.expires.pop(oldest, None)
         entries[key] = kept
         generation.size += size
+
+    def _learn_finalized(self, head: HeadBlock, finalized: HeadBlock | None) -> None:
+        """Notes the finalized block the head's node told with it. The block kept is the highest told (a node that
+        tells a lower one is behind), unless the chain went back past it: a head below it, or another block at its
+        height (a development chain reverted). Then the answers kept across heads are dropped."""
+        known = self._finalized_block
+        if known is not None and (
+            head.number < known.number
+            or (finalized is not None and finalized.number == known.number and finalized != known)
+        ):
+            log.info("response cache: the chain went back past its finalized block", network=self.pool.network)
+            self._finalized.clear()
+            known = self._finalized_block = None
+        if (
+            finalized is not None
+            and finalized.number <= head.number
+            and (known is None or finalized.number > known.number)
+        ):
+            self._finalized_block = finalized
 
     def _fresh(self, now: float) -> bool:
         """Whether the last reading of the head vouches for the cache at ``now`` (recent, and no write since)."""
@@ -217,14 +312,26 @@ class ResponseCache:
         started = time.monotonic()
         timeout = self.settings.head_read_timeout_seconds
 
-        async def read(node: UpstreamNode) -> HeadBlock:
-            block = await node.call("eth_getBlockByNumber", ["latest", False], timeout_seconds=timeout, idempotent=True)
-            try:
-                head = HeadBlock(int(str(block["number"]), 16), str(block["hash"]))
-            except (TypeError, KeyError, ValueError):
-                raise UpstreamTransportError(f"{node.label}: the latest block has no number and hash") from None
+        async def read(node: UpstreamNode) -> tuple[HeadBlock, HeadBlock | None]:
+            # The finalized block is asked in the same exchange: it moves only with the head.
+            latest, finalized = await node.call_batch(
+                [("eth_getBlockByNumber", ["latest", False]), ("eth_getBlockByNumber", ["finalized", False])],
+                timeout_seconds=timeout,
+                idempotent=True,
+            )
+            if isinstance(latest, UpstreamRejected):
+                if not isinstance(finalized, UpstreamRejected):
+                    raise latest
+                # The whole batch refused (a node without batches): the head alone, the finalized block unknown.
+                latest = await node.call(
+                    "eth_getBlockByNumber", ["latest", False], timeout_seconds=timeout, idempotent=True
+                )
+                finalized = None
+            head = _block(latest)
+            if head is None:
+                raise UpstreamTransportError(f"{node.label}: the latest block has no number and hash")
             node.record_head(head.number)
-            return head
+            return head, _block(finalized)
 
         known = await self.pool.ask_each(read, grace_seconds=self.settings.head_read_grace_seconds)
         if serial < self._applied_read:
@@ -237,12 +344,21 @@ class ResponseCache:
             self._confirmed_at = float("-inf")
             self._no_read_before = time.monotonic() + self.settings.head_read_grace_seconds
             return None
-        top = max(head.number for _, head in known)
-        head = next(head for _, head in known if head.number == top)
+        top = max(head.number for _, (head, _) in known)
+        head, finalized = next(found for _, found in known if found[0].number == top)
+        self._learn_finalized(head, finalized)
         if self._generation is None or self._generation.head != head:
             self._generation = _Generation(head)
         if writes == self._writes and head != self._head_at_write:
             self._settling_until = float("-inf")  # a read after the last write found a new block: its, most likely
-        self._in_step = frozenset(node.label for node, found in known if found == head)
+        self._in_step = frozenset(node.label for node, (found, _) in known if found == head)
         self._confirmed_at = started
         return self._generation
+
+
+def _block(block: Any) -> HeadBlock | None:
+    """The number and hash of a node's block object; None when it holds no such thing (an error, ``null``)."""
+    try:
+        return HeadBlock(int(str(block["number"]), 16), str(block["hash"]))
+    except (TypeError, KeyError, ValueError):
+        return None

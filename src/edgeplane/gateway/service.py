@@ -26,6 +26,7 @@ from edgeplane.body_document import BodyDocument
 from edgeplane.config import GatewaySettings
 from edgeplane.gateway.errors import GatewayError, MethodNotAllowed, UpstreamRejected, UpstreamUnavailable
 from edgeplane.gateway.limits import LimitExceeded, check_fee_history, check_get_logs, check_get_logs_at_once
+from edgeplane.gateway.logs_splitting import refusal
 from edgeplane.gateway.policy import MethodPolicy
 from edgeplane.gateway.response_cache import CacheStatus, ResponseCache
 from edgeplane.gateway.trace_filter import TraceFilterService
@@ -82,7 +83,10 @@ class Gateway:
         self.settings = settings
         self._traces = TraceFilterService(policy.limits, concurrency=settings.trace_filter_concurrency)
         self.caches = (
-            {network: ResponseCache(pool, settings.cache) for network, pool in self.pools.items()}
+            {
+                network: ResponseCache(pool, settings.cache, realtime=policy.realtime)
+                for network, pool in self.pools.items()
+            }
             if settings.cache.enabled
             else {}
         )
@@ -271,9 +275,24 @@ class Gateway:
             finally:
                 if not idempotent:
                     self._forget_head(pool)
+            refused = [
+                index
+                for index, request, result in zip(forwarded, requests, results, strict=True)
+                if isinstance(request, RpcRequest)
+                and request.method == "eth_getLogs"
+                and isinstance(result, UpstreamRejected)
+                and refusal(result.error_object) is not None
+            ]
+            # A range the node refused as too large in the batch is asked again alone, which splits it.
+            again = dict(
+                zip(refused, await asyncio.gather(*(self._alone(pool, items[index]) for index in refused)), strict=True)
+            )
             for index, request, result in zip(forwarded, requests, results, strict=True):
                 assert isinstance(request, RpcRequest)
-                if isinstance(result, RpcError):
+                if index in again:
+                    self._count(pool.network, request.method, "answered")
+                    answers[index] = again[index]
+                elif isinstance(result, RpcError):
                     self._count(pool.network, request.method, _outcome(result))
                     answers[index] = error_object(request.id, result)
                 else:
@@ -287,6 +306,20 @@ class Gateway:
         return GatewayResponse(
             200, encode(given), method=first_method, requests=len(items), error_code=first_error, upstream=upstream
         )
+
+    async def _alone(self, pool: UpstreamPool, item: RpcRequest | RejectedItem) -> dict[str, Any]:
+        """A read of a batch asked again as a single request: its answer object, or its error object."""
+        assert isinstance(item, RpcRequest)
+        try:
+            answer, _ = await pool.forward(item, idempotent=True)
+            document = orjson.loads(answer)
+        except RpcError as error:
+            return error_object(item.id, error)
+        except orjson.JSONDecodeError:
+            return error_object(item.id, UpstreamUnavailable("the node's answer is not JSON"))
+        if not isinstance(document, dict):
+            return error_object(item.id, UpstreamUnavailable("the node's answer is not a JSON-RPC object"))
+        return {"jsonrpc": "2.0", "id": item.id, **{k: v for k, v in document.items() if k in ("result", "error")}}
 
 
 def _told_head(pool: UpstreamPool, answer: bytes) -> bytes:

@@ -50,6 +50,8 @@ class NodeHealth:
     latency_seconds: float = 0.0
     trace_filter: TraceFilterStrategy = "auto"
     debug_trace_block: bool = True
+    # The widest eth_getLogs range the node answered while a wider one it refused as too wide was split.
+    logs_blocks_learned: int | None = None
     checked_at: float = field(default=0.0)
 
 
@@ -84,6 +86,19 @@ class UpstreamNode:
             if version.startswith(client):
                 return limit
         return None
+
+    @property
+    def max_logs_blocks(self) -> int | None:
+        """The widest block range sent to the node in one ``eth_getLogs``: the settings' ``max_logs_blocks``, or
+        narrower, what the node was seen to take after it refused a wider range as too wide; None: no bound known."""
+        bounds = [bound for bound in (self.settings.max_logs_blocks, self.health.logs_blocks_learned) if bound]
+        return min(bounds) if bounds else None
+
+    def learn_logs_blocks(self, blocks: int) -> None:
+        """Notes that the node refused a range as too wide and then answered ranges of ``blocks`` blocks: later
+        queries are split to that width before they are sent."""
+        learned = self.health.logs_blocks_learned
+        self.health.logs_blocks_learned = blocks if learned is None else min(learned, blocks)
 
     async def post(self, body: bytes, *, timeout_seconds: float | None = None, idempotent: bool = False) -> bytes:
         """Sends a JSON-RPC body and returns the node's raw JSON answer. The body is one the gateway wrote
@@ -130,7 +145,7 @@ class UpstreamNode:
         return answer["result"]
 
     async def call_batch(
-        self, calls: list[tuple[str, list[Any]]], *, idempotent: bool = False
+        self, calls: list[tuple[str, list[Any]]], *, idempotent: bool = False, timeout_seconds: float | None = None
     ) -> list[Any | UpstreamRejected]:
         """Calls several methods in one JSON-RPC batch; each slot holds a result or the node's error."""
         if not calls:
@@ -144,7 +159,7 @@ class UpstreamNode:
             )
             + b"]"
         )
-        answer = _loads(await self.post(body, idempotent=idempotent), self.label)
+        answer = _loads(await self.post(body, idempotent=idempotent, timeout_seconds=timeout_seconds), self.label)
         if not isinstance(answer, list):
             if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
                 # Some nodes answer a whole batch with one error (for example, batches disabled).

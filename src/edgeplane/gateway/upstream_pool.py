@@ -29,6 +29,7 @@ from edgeplane import metrics
 from edgeplane.config import GatewaySettings
 from edgeplane.gateway.block_scope import AT_HEAD, BlockScope, block_scope, is_empty_answer
 from edgeplane.gateway.errors import UpstreamRejected, UpstreamUnavailable
+from edgeplane.gateway.logs_splitting import LogsSplitter, answer_refusal
 from edgeplane.gateway.read_hedging import HedgeDelays
 from edgeplane.gateway.read_multiplexer import ReadMultiplexer, read_key
 from edgeplane.gateway.upstream import UpstreamNode, UpstreamTransportError
@@ -79,6 +80,7 @@ class UpstreamPool:
         self._scores = {node.label: UpstreamScore(settings.selection) for node in nodes}
         self.multiplexer = ReadMultiplexer() if settings.multiplex_reads else None
         self._hedge_delays = HedgeDelays(settings.selection)
+        self._logs = LogsSplitter(self, concurrency=settings.logs_split_concurrency)
 
     # -- using the nodes ---------------------------------------------------------------------------------------
 
@@ -373,12 +375,16 @@ class UpstreamPool:
         """Sends a checked request (written again by ``encode_request``, with the caller's id; ``params``: its
         params as already written) and returns the node's raw answer, which echoes that id, and the label of the node
         that gave it. A read about a block is answered by a node that has it (see the module docstring), and
-        identical reads in flight share one exchange (``edgeplane.gateway.read_multiplexer``)."""
+        identical reads in flight share one exchange (``edgeplane.gateway.read_multiplexer``); an ``eth_getLogs`` range
+        too large for a node is split and merged (``edgeplane.gateway.logs_splitting``)."""
         body = encode_request(request, params)
         method = request.method
         learns_head = method == "eth_blockNumber"
+        splits = method == "eth_getLogs" and idempotent
 
         async def post(node: UpstreamNode) -> tuple[bytes, str]:
+            if splits:  # a range the node refuses as too large is split (edgeplane.gateway.logs_splitting)
+                return await self._logs.fetch(node, request, body), node.label
             answer = await node.post(body, idempotent=idempotent)
             if learns_head:
                 head = _block_number_result(answer)
@@ -399,7 +405,7 @@ class UpstreamPool:
                 scope=scope,
                 empty=lambda answer: is_empty_answer(method, answer[0]),
                 method=method,
-                throttled=lambda answer: _says_throttled(answer[0]),
+                throttled=lambda answer: _says_throttled(answer[0]) and not (splits and answer_refusal(answer[0])),
                 avoid=avoid,
                 on_node=on_node,
             )
