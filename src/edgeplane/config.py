@@ -397,6 +397,15 @@ class EdgeSettings(BaseModel):
         description="a WebSocket on which the client sends nothing (no message, ping or pong) for this long is "
         "closed with 1001",
     )
+    websocket_max_subscriptions: int = Field(
+        default=100, ge=1, description="eth_subscribe subscriptions open on one WebSocket; one more is refused (-32005)"
+    )
+    websocket_head_poll_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="how often an edge worker asks a network for new blocks while it has newHeads subscribers",
+    )
 
 
 class WafSettings(BaseModel):

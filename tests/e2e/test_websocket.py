@@ -31,7 +31,8 @@ def ws_edge(anvil: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> Itera
     config = data_dir.parent / "edgeplane.toml"
     config.write_text(
         f'[networks.mainnet]\nupstreams = [{{ url = "{anvil.url}" }}]\n'
-        f"[edge]\nwebsocket_max_message_bytes = {MAX_MESSAGE}\nwebsocket_send_queue_bytes = 65536\n",
+        f"[edge]\nwebsocket_max_message_bytes = {MAX_MESSAGE}\nwebsocket_send_queue_bytes = 65536\n"
+        "websocket_head_poll_seconds = 0.2\n",
         encoding="utf-8",
     )
     with EdgeplaneProcess(data_dir, extra_args=("--config", str(config))) as process:
@@ -247,3 +248,110 @@ def test_a_client_that_does_not_read_is_closed_with_1008_and_others_are_served(w
 
         asyncio.run(others())
         assert _close_code(slow) == 1008
+
+
+# -- subscriptions ------------------------------------------------------------------------------------------------
+
+
+async def next_heads(ws: Any, subscription: str, count: int) -> list[int]:
+    """The numbers of the next ``count`` heads of ``subscription`` (other messages are not expected)."""
+    numbers = []
+    while len(numbers) < count:
+        message = json.loads(await asyncio.wait_for(ws.recv(), 60))
+        assert message["method"] == "eth_subscription", message
+        assert message["params"]["subscription"] == subscription
+        head = message["params"]["result"]
+        assert "transactions" not in head
+        assert {"hash", "parentHash", "number", "timestamp"} <= head.keys()
+        numbers.append(int(head["number"], 16))
+    return numbers
+
+
+def test_new_heads_arrive_in_order_and_end_with_unsubscribe(ws_edge: EdgeplaneProcess, anvil: AnvilNode) -> None:
+    async def run() -> None:
+        async with websockets.connect(ws_url(ws_edge)) as ws, websockets.connect(ws_url(ws_edge)) as other:
+            subscribed = await ask(ws, {"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]})
+            subscription = subscribed["result"]
+            assert subscription.startswith("0x")
+            assert len(subscription) == 34
+            theirs = (await ask(other, {"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]}))[
+                "result"
+            ]
+            assert theirs != subscription
+            start = int(anvil.rpc("eth_blockNumber"), 16)
+            for _ in range(3):
+                anvil.rpc("evm_mine")
+            heads = await next_heads(ws, subscription, 3)
+            assert heads == [start + 1, start + 2, start + 3]
+            assert await next_heads(other, theirs, 3) == heads
+            ended = await ask(ws, {"jsonrpc": "2.0", "id": 2, "method": "eth_unsubscribe", "params": [subscription]})
+            assert ended == {"jsonrpc": "2.0", "id": 2, "result": True}
+            again = await ask(ws, {"jsonrpc": "2.0", "id": 3, "method": "eth_unsubscribe", "params": [subscription]})
+            assert again["result"] is False
+            unsupported = await ask(ws, {"jsonrpc": "2.0", "id": 4, "method": "eth_subscribe", "params": ["nope"]})
+            assert unsupported["error"]["code"] == -32602
+
+    asyncio.run(run())
+
+
+def test_web3_new_heads_subscription(ws_edge: EdgeplaneProcess, anvil: AnvilNode) -> None:
+    async def run() -> list[int]:
+        async with AsyncWeb3(WebSocketProvider(ws_url(ws_edge))) as w3:
+            subscription = await w3.eth.subscribe("newHeads")
+            start = int(anvil.rpc("eth_blockNumber"), 16)
+            anvil.rpc("evm_mine")
+            anvil.rpc("evm_mine")
+            numbers: list[int] = []
+            async with asyncio.timeout(60):
+                async for payload in w3.socket.process_subscriptions():
+                    assert payload["subscription"] == subscription
+                    numbers.append(payload["result"]["number"] - start)
+                    if len(numbers) == 2:
+                        break
+            assert await w3.eth.unsubscribe(subscription)
+            return numbers
+
+    assert asyncio.run(run()) == [1, 2]
+
+
+@pytest.fixture
+def two_nodes() -> Iterator[tuple[AnvilNode, AnvilNode]]:
+    with AnvilNode() as first, AnvilNode() as second:
+        yield first, second
+
+
+def test_new_heads_have_no_gap_or_repeat_across_a_killed_upstream(
+    two_nodes: tuple[AnvilNode, AnvilNode], tmp_path: Any
+) -> None:
+    first, second = two_nodes
+    data_dir = tmp_path / "data"
+    config = tmp_path / "edgeplane.toml"
+    config.write_text(
+        f'[networks.mainnet]\nupstreams = [{{ url = "{first.url}" }}, {{ url = "{second.url}" }}]\n'
+        "[edge]\nwebsocket_head_poll_seconds = 0.2\n",
+        encoding="utf-8",
+    )
+
+    def mine(*nodes: AnvilNode) -> None:
+        for node in nodes:
+            node.rpc("evm_mine")  # the nodes are mined in step, so each number is on both
+
+    with EdgeplaneProcess(data_dir, extra_args=("--config", str(config))) as edge:
+
+        async def run() -> list[int]:
+            async with websockets.connect(ws_url(edge)) as ws:
+                subscription = (
+                    await ask(ws, {"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]})
+                )["result"]
+                heads = []
+                for _ in range(3):
+                    mine(first, second)
+                    heads += await next_heads(ws, subscription, 1)
+                first.stop()
+                for _ in range(3):
+                    mine(second)
+                    heads += await next_heads(ws, subscription, 1)
+                return heads
+
+        heads = asyncio.run(run())
+    assert heads == list(range(heads[0], heads[0] + 6))

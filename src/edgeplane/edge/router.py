@@ -51,6 +51,7 @@ from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
+from edgeplane.edge.head_follower import HeadFollower
 from edgeplane.edge.http_server import CONTENT_TYPE, HOST, EdgeRequest, EdgeResponse, UpgradedSession, jsonrpc_error
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.socket_messages import GatewayMessages
@@ -101,17 +102,21 @@ class EdgeRouter:
         counters: RateTable | None = None,
         jsonrpc_reader: JsonRpcReader | None = None,
         websocket_limits: WebSocketLimits | None = None,
+        head_poll_seconds: float = 1.0,
     ) -> None:
         """``locator`` finds the client's country and ASN; without one they are unknown. ``counters``: the node's
         rate counters; without them rate limiting rules do not run. ``jsonrpc_reader``: the gateway's reading of a
         request as JSON-RPC for the firewall's ``edgeplane.jsonrpc.*`` fields (with its cost table); without one
         the fields cost nothing. ``websocket_limits``: the bounds of a WebSocket at ``/v1/<network>``; without
-        them a WebSocket handshake is refused like any other GET (405)."""
+        them a WebSocket handshake is refused like any other GET (405). ``head_poll_seconds``: how often a
+        network's ``newHeads`` follower polls for new blocks while it has subscribers."""
         self.gateway = gateway
         self.counters = counters
         self.jsonrpc_reader = jsonrpc_reader
         self.snapshots = snapshots
         self.websocket_limits = websocket_limits
+        self.head_poll_seconds = head_poll_seconds
+        self._head_followers: dict[str, HeadFollower] = {}  # one per network, made at its first socket
         self.request_log = request_log
         self.locator = locator or ClientLocator()
         # Journals a request's log records; ``HttpServer`` calls it just before it writes the answer, so they are
@@ -218,7 +223,11 @@ class EdgeRouter:
     def _upgrade(self, request: EdgeRequest, exchange: Exchange, limits: WebSocketLimits) -> EdgeResponse:
         """The answer to a WebSocket handshake that passed the checks and the firewall: the socket's messages are
         answered by the gateway for the path's network (``edgeplane.edge.socket_messages``)."""
-        messages = GatewayMessages(self.gateway, exchange.network)
+        network = exchange.network
+        heads = self._head_followers.get(network)
+        if heads is None:
+            heads = self._head_followers[network] = HeadFollower(self.gateway, network, self.head_poll_seconds)
+        messages = GatewayMessages(self.gateway, network, heads, max_subscriptions=limits.max_subscriptions)
 
         def open_session(transport: asyncio.Transport, on_closed: Callable[[UpgradedSession], None]) -> UpgradedSession:
             return WebSocketSession(transport, messages, limits, asyncio.get_running_loop(), on_closed)

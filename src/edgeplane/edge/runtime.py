@@ -132,6 +132,7 @@ class EdgeRuntime:
                 max_message_bytes=edge.websocket_max_message_bytes,
                 max_send_queue_bytes=edge.websocket_send_queue_bytes,
                 idle_seconds=edge.websocket_idle_timeout_seconds,
+                max_subscriptions=edge.websocket_max_subscriptions,
             )
             if edge.websocket
             else None
@@ -144,6 +145,7 @@ class EdgeRuntime:
             counters=counters.table if counters else None,
             jsonrpc_reader=reader,
             websocket_limits=websocket,
+            head_poll_seconds=edge.websocket_head_poll_seconds,
         )
         server = HttpServer(
             router,

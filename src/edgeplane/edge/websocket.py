@@ -64,6 +64,7 @@ class WebSocketLimits:
     max_send_queue_bytes: int
     idle_seconds: float
     max_in_flight: int = 64
+    max_subscriptions: int = 100  # ``eth_subscribe`` subscriptions open on one socket
     close_seconds: float = 5.0
 
 
