@@ -355,3 +355,61 @@ def test_new_heads_have_no_gap_or_repeat_across_a_killed_upstream(
 
         heads = asyncio.run(run())
     assert heads == list(range(heads[0], heads[0] + 6))
+
+
+# Init code whose contract logs one event per call, with the call's value as its one topic: the runtime is CALLVALUE
+# PUSH1 0 PUSH1 0 LOG1 STOP, copied out by CODECOPY and returned.
+LOGGER_INIT = "0x6007600c60003960076000f3" + "34600060" + "00a100"
+
+
+def _topic(value: int) -> str:
+    return "0x" + value.to_bytes(32, "big").hex()
+
+
+def _mined(anvil: AnvilNode, transaction: dict[str, Any]) -> dict[str, Any]:
+    sent = anvil.rpc("eth_sendTransaction", [{"from": anvil.addresses[0], **transaction}])
+    receipt: dict[str, Any] = anvil.rpc("eth_getTransactionReceipt", [sent])
+    assert receipt["status"] == "0x1"
+    return receipt
+
+
+def test_logs_subscriptions_follow_their_filters(ws_edge: EdgeplaneProcess, anvil: AnvilNode) -> None:
+    logger = _mined(anvil, {"data": LOGGER_INIT})["contractAddress"]
+
+    async def next_logs(ws: Any, subscription: str, count: int) -> list[dict[str, Any]]:
+        found = []
+        while len(found) < count:
+            message = json.loads(await asyncio.wait_for(ws.recv(), 60))
+            assert message["params"]["subscription"] == subscription, message
+            found.append(message["params"]["result"])
+        return found
+
+    async def run() -> None:
+        async with websockets.connect(ws_url(ws_edge)) as ws, websockets.connect(ws_url(ws_edge)) as other:
+            every = await ask(
+                ws, {"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["logs", {"address": logger}]}
+            )
+            twos = await ask(
+                other,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "eth_subscribe",
+                    "params": ["logs", {"address": [logger], "topics": [[_topic(2)]]}],
+                },
+            )
+            refused = await ask(
+                ws, {"jsonrpc": "2.0", "id": 3, "method": "eth_subscribe", "params": ["logs", {"address": "0xzz"}]}
+            )
+            assert "error" in refused
+            assert "result" not in refused
+            ones = _mined(anvil, {"to": logger, "value": "0x1"})
+            two = _mined(anvil, {"to": logger, "value": "0x2"})
+            logs = await next_logs(ws, every["result"], 2)
+            assert [entry["topics"] for entry in logs] == [[_topic(1)], [_topic(2)]]
+            assert [entry["transactionHash"] for entry in logs] == [ones["transactionHash"], two["transactionHash"]]
+            assert all(entry["removed"] is False for entry in logs)
+            (only,) = await next_logs(other, twos["result"], 1)
+            assert only["transactionHash"] == two["transactionHash"]
+
+    asyncio.run(run())

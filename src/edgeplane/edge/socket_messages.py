@@ -7,9 +7,9 @@ method allowlist, the per-method limits, the response cache, upstream selection)
 included, is sent back on the socket as one text message. A JSON-RPC error never closes the socket.
 
 The exceptions are ``eth_subscribe`` and ``eth_unsubscribe`` as single requests (in a batch they go to the gateway,
-which does not serve them): ``newHeads`` is followed by the network's ``HeadFollower``, up to
-``max_subscriptions`` per socket; the socket's subscriptions end with it. Other kinds (``logs``,
-``newPendingTransactions``) are answered -32602 for now.
+which does not serve them): ``newHeads`` and ``logs`` (with ``address`` and ``topics``, as ``eth_getLogs`` takes
+them) are followed by the network's ``HeadFollower``, up to ``max_subscriptions`` per socket; the socket's
+subscriptions end with it. Other kinds (``newPendingTransactions``) are answered -32602.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Final
 import orjson
 
 from edgeplane.body_document import BodyDocument
-from edgeplane.edge.head_follower import HeadFollower
+from edgeplane.edge.head_follower import HeadFollower, SubscriptionRefused
 from edgeplane.edge.websocket import Sender
 from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.jsonrpc.errors import INVALID_PARAMS, INVALID_REQUEST
@@ -86,18 +86,27 @@ class GatewayMessages:
             return orjson.dumps({"jsonrpc": "2.0", "id": identifier, "result": ended})
         if request.get("jsonrpc") != "2.0":
             return _error(identifier, INVALID_REQUEST, "jsonrpc must be 2.0")
-        if params[0] != "newHeads":
-            return _error(
-                identifier, INVALID_PARAMS, f"unsupported subscription {params[0]!r}; this edge offers newHeads"
-            )
+        kind, criteria = params[0], None
+        if kind == "logs":
+            criteria = params[1] if len(params) > 1 else {}
+            if not isinstance(criteria, dict) or not criteria.keys() <= {"address", "topics"}:
+                return _error(identifier, INVALID_PARAMS, "a logs subscription takes a filter of address and topics")
+        elif kind != "newHeads" or len(params) > 1:
+            unsupported = f"unsupported subscription {kind!r}; this edge offers newHeads and logs"
+            return _error(identifier, INVALID_PARAMS, unsupported)
         if len(self.subscriptions) >= self.max_subscriptions:
             return _error(
                 identifier, TOO_MANY_SUBSCRIPTIONS, f"more than {self.max_subscriptions} subscriptions on one socket"
             )
-        return self._subscribe(heads, sender, identifier)
+        return self._subscribe(heads, sender, identifier, criteria)
 
-    async def _subscribe(self, heads: HeadFollower, sender: Sender, identifier: Any) -> bytes | None:
-        subscription = await heads.subscribe(sender)
+    async def _subscribe(
+        self, heads: HeadFollower, sender: Sender, identifier: Any, criteria: dict[str, Any] | None
+    ) -> bytes | None:
+        try:
+            subscription = await heads.subscribe(sender, criteria)
+        except SubscriptionRefused as refused:
+            return orjson.dumps({"jsonrpc": "2.0", "id": identifier, "error": refused.error})
         self.subscriptions.add(subscription)
         return orjson.dumps({"jsonrpc": "2.0", "id": identifier, "result": subscription})
 
