@@ -15,8 +15,9 @@ answered with pongs (wsproto's). The bounds, each with the close code the client
 - a message over ``max_message_bytes``, counted as it arrives (nothing over the bound is held): 1009;
 - a client that does not read: what the session sends waits in the transport's buffer up to its high-water mark,
   then in the session's queue; past ``max_send_queue_bytes`` the queue is dropped and the connection closed with
-  1008 (policy: the close frame is the next thing the client reads, if it ever reads again), and aborted if the
-  close is not written within ``close_seconds``. A slow client costs the others nothing: nobody waits for it;
+  1008 (policy; the close frame follows what the transport's buffer holds, if the client ever reads again), and
+  aborted when the client reads nothing for ``close_seconds`` before answering the close. A slow client costs the
+  others nothing: nobody waits for it. Any close drops what waits in the queue: nothing follows a close frame;
 - nothing received (a message, ping or pong) for ``idle_seconds``: 1001 (clients that follow subscriptions send
   pings; web3.py's and the websockets library's clients do by default);
 - the server shutting down: 1001.
@@ -210,8 +211,6 @@ class WebSocketSession(asyncio.Protocol):
         self._queue.append(frame)
         self._queued += len(frame)
         if self._queued > self._limits.max_send_queue_bytes:
-            self._queue.clear()
-            self._queued = 0
             self.close(POLICY_VIOLATION, "send queue overflow: the client does not read")
 
     def close(self, code: int, reason: str = "") -> None:
@@ -220,9 +219,16 @@ class WebSocketSession(asyncio.Protocol):
         if self._gone or self._ws.state is not ConnectionState.OPEN:
             return
         self.close_code = code
+        self._drop_queue()  # nothing is sent after a close frame
         self._transport.write(self._ws.send(CloseConnection(code=code, reason=reason)))
         self._closing_since = self._loop.time()
         self._buffered_at_close = self._transport.get_write_buffer_size()
+
+    def _drop_queue(self) -> None:
+        """Forgets the messages waiting for the client to read (a control frame is written after the transport's
+        buffer; the messages in the session's queue would follow it)."""
+        self._queue.clear()
+        self._queued = 0
 
     # -- events ------------------------------------------------------------------------------------------------------
 
@@ -257,6 +263,7 @@ class WebSocketSession(asyncio.Protocol):
                     self.close(code, event.reason or "")
                 elif ws.state is ConnectionState.REMOTE_CLOSING:
                     self.close_code = self.close_code or int(event.code)
+                    self._drop_queue()
                     self._transport.write(ws.send(event.response()))
                     self._transport.close()
                 else:  # the client's answer to our close
