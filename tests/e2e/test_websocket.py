@@ -413,3 +413,16 @@ def test_logs_subscriptions_follow_their_filters(ws_edge: EdgeplaneProcess, anvi
             assert only["transactionHash"] == two["transactionHash"]
 
     asyncio.run(run())
+
+
+def test_an_idle_socket_is_closed_with_1001(anvil: AnvilNode, tmp_path: Any) -> None:
+    config = tmp_path / "edgeplane.toml"
+    config.write_text(
+        f'[networks.mainnet]\nupstreams = [{{ url = "{anvil.url}" }}]\n[edge]\nwebsocket_idle_timeout_seconds = 1\n',
+        encoding="utf-8",
+    )
+    with EdgeplaneProcess(tmp_path / "data", extra_args=("--config", str(config))) as edge:
+        sock, head = _handshake(edge)
+        with sock:
+            assert head.startswith(b"HTTP/1.1 101"), head
+            assert _close_code(sock) == 1001  # the client sent nothing after its handshake
