@@ -911,9 +911,10 @@ HANDSHAKE = request(
 )
 
 
-def test_a_websocket_handshake_is_handed_over_with_what_follows_it() -> None:
+@pytest.mark.parametrize("length", [b"", b"Content-Length: 0\r\n"])
+def test_a_websocket_handshake_is_handed_over_with_what_follows_it(length: bytes) -> None:
     owner = Owner(at_once=False)
-    owner.feed(HANDSHAKE + b"\x81\x80abcd")
+    owner.feed(HANDSHAKE.replace(b"\r\n\r\n", b"\r\n" + length + b"\r\n") + b"\x81\x80abcd")
     assert owner.waiting is not None
     assert owner.waiting.upgrade
     assert owner.connection.upgrade_tail == b"\x81\x80abcd"

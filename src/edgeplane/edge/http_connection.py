@@ -598,7 +598,7 @@ class HttpConnection:
             # A WebSocket handshake with nothing owed before it and no body goes to the handler, which may accept it.
             if not (
                 is_websocket_upgrade(request)
-                and not noted[CONTENT_LENGTH]
+                and noted[CONTENT_LENGTH] in (None, b"0")
                 and not noted[TRANSFER_ENCODING]
                 and self.output is _OUT_IDLE
                 and not self._queue
