@@ -398,6 +398,35 @@ class EdgeSettings(BaseModel):
         gt=0,
         description="a request's line, headers and body must all arrive within this long of its first byte (408)",
     )
+    websocket: bool = Field(
+        default=True, description="accept WebSocket handshakes at /v1/<network> (off: refused with 405 as a GET)"
+    )
+    websocket_max_message_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="a WebSocket message (a JSON-RPC request or batch) larger than this closes the socket with 1009",
+    )
+    websocket_send_queue_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="what may wait to be sent to a WebSocket client that does not read, besides the socket's own "
+        "64 KiB buffer; past it the socket is closed with 1008",
+    )
+    websocket_idle_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="a WebSocket on which the client sends nothing (no message, ping or pong) for this long is "
+        "closed with 1001",
+    )
+    websocket_max_subscriptions: int = Field(
+        default=100, ge=1, description="eth_subscribe subscriptions open on one WebSocket; one more is refused (-32005)"
+    )
+    websocket_head_poll_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="how often an edge worker asks a network for new blocks while it has newHeads subscribers",
+    )
 
 
 class WafSettings(BaseModel):

@@ -897,3 +897,48 @@ def test_the_connection_reads_what_llhttp_reads_and_refuses_only_by_its_rules(da
     else:
         # A head llhttp read and the connection refused by one of its rules.
         assert refusals[0] in broken_rules(reading.heads[stop])
+
+
+# -- WebSocket handshakes ---------------------------------------------------------------------------------------------
+
+HANDSHAKE = request(
+    "/v1/mainnet",
+    b"",
+    method="GET",
+    length=False,
+    headers="Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    "Sec-WebSocket-Version: 13\r\n",
+)
+
+
+@pytest.mark.parametrize("length", [b"", b"Content-Length: 0\r\n"])
+def test_a_websocket_handshake_is_handed_over_with_what_follows_it(length: bytes) -> None:
+    owner = Owner(at_once=False)
+    owner.feed(HANDSHAKE.replace(b"\r\n\r\n", b"\r\n" + length + b"\r\n") + b"\x81\x80abcd")
+    assert owner.waiting is not None
+    assert owner.waiting.upgrade
+    assert owner.connection.upgrade_tail == b"\x81\x80abcd"
+    owner.feed(b"more")  # frames sent before the answer are kept for the session too
+    assert owner.connection.upgrade_tail == b"\x81\x80abcdmore"
+
+
+def test_a_handshake_the_handler_does_not_accept_is_answered_and_closes() -> None:
+    owner = Owner(at_once=True)
+    owner.feed(HANDSHAKE)
+    assert owner.statuses() == [200]
+    assert b"connection: close\r\n" in owner.answers[0]
+    assert owner.end in (Step.CLOSE, Step.LINGER)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(request("/a") + HANDSHAKE, id="pipelined behind a request"),
+        pytest.param(HANDSHAKE.replace(b"GET", b"POST"), id="not a GET"),
+        pytest.param(HANDSHAKE.replace(b"\r\n\r\n", b"\r\nContent-Length: 1\r\n\r\nx"), id="with a body"),
+    ],
+)
+def test_other_upgrades_are_refused(data: bytes) -> None:
+    owner = Owner(at_once=True)
+    owner.feed(data)
+    assert owner.refusals()[-1] is Refusal.UPGRADE

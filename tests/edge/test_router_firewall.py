@@ -10,8 +10,9 @@ import pytest
 
 from edgeplane.body_document import BodyDocument
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
-from edgeplane.edge.http_server import EdgeRequest
+from edgeplane.edge.http_server import EdgeRequest, Upgrade
 from edgeplane.edge.router import EdgeRouter
+from edgeplane.edge.websocket import WebSocketLimits
 from edgeplane.gateway.service import GatewayResponse
 from edgeplane.waf.firewall import compile_firewall, deploy_managed_rulesets
 from tests.support.journalled_store import JournalledStore
@@ -232,3 +233,45 @@ async def test_a_host_without_a_zone_is_refused_from_the_head() -> None:
     assert response.status == 404
     edge.request_log.flush()  # type: ignore[union-attr]
     assert "firewall_events" not in store.records
+
+
+def handshake(query: bytes = b"") -> EdgeRequest:
+    request = EdgeRequest(
+        method="GET",
+        path="/v1/mainnet",
+        raw_path="/v1/mainnet",
+        query_string=query,
+        headers=[
+            (b"host", HOST.encode()),
+            (b"upgrade", b"websocket"),
+            (b"connection", b"Upgrade"),
+            (b"sec-websocket-key", b"dGhlIHNhbXBsZSBub25jZQ=="),
+            (b"sec-websocket-version", b"13"),
+        ],
+        http_version="1.1",
+        client=("198.51.100.4", 40000),
+        server=("127.0.0.1", 8080),
+    )
+    request.upgrade = True  # as the server marks a WebSocket handshake
+    return request
+
+
+def websocket_router() -> EdgeRouter:
+    edge, _, _ = router(deploy_managed_rulesets())
+    edge.websocket_limits = WebSocketLimits(max_message_bytes=4096, max_send_queue_bytes=65536, idle_seconds=30)
+    return edge
+
+
+async def test_a_websocket_handshake_goes_through_the_firewall() -> None:
+    blocked = await answer_through(
+        websocket_router(), handshake(b"q=1%27%20UNION%20SELECT%20password%20FROM%20users--")
+    )
+    assert not isinstance(blocked, Upgrade)
+    assert blocked.status == 403
+    assert orjson.loads(blocked.body)["error"]["code"] == -32003
+    accepted = await answer_through(websocket_router(), handshake())
+    assert isinstance(accepted, Upgrade)
+    assert accepted.status == 101
+    # RFC 6455, 1.3: the accept token of the sample nonce.
+    assert b"sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n" in accepted.head
+    assert b"cf-ray" in dict(accepted.headers)

@@ -32,9 +32,11 @@ request that closes the connection):
 - a target that is neither the origin form, the absolute form of an http or https URL without user info, nor ``*``,
   or that has a fragment (400); an absolute-form target's host takes the Host header's place (RFC 9112 3.2.2), so
   routing, the firewall's ``http.host`` and the request log see the host the target names;
-- versions other than 1.0 and 1.1 (505); CONNECT and protocol upgrades (``Connection: upgrade`` with ``Upgrade``,
-  WebSocket's handshake among them: 501, since llhttp reads what follows their head as the other protocol, whatever
-  Content-Length says); a Transfer-Encoding (411 for chunked, 501 for anything else).
+- versions other than 1.0 and 1.1 (505); CONNECT and protocol upgrades (``Connection: upgrade`` with ``Upgrade``:
+  501, since llhttp reads what follows their head as the other protocol, whatever Content-Length says), but for a
+  WebSocket handshake (a GET without a body, with nothing owed before it), which goes to the handler marked
+  ``upgrade``, with what follows its head kept in ``upgrade_tail`` for the session its owner may open; a
+  Transfer-Encoding (411 for chunked, 501 for anything else).
 
 Header values lose the whitespace after them (RFC 9110 5.5; llhttp keeps it), and a HEAD request's answer has no body.
 When it closes a connection on which the client may still be sending (a refused request, bytes after the last one),
@@ -84,6 +86,7 @@ from edgeplane.edge.http_messages import (
     EdgeResponse,
     encode_response,
 )
+from edgeplane.edge.websocket import is_websocket_upgrade
 
 log = structlog.get_logger(__name__)
 
@@ -237,6 +240,7 @@ class HttpConnection:
         "decided",
         "input",
         "output",
+        "upgrade_tail",
         "writing_paused",
     )
 
@@ -281,6 +285,8 @@ class HttpConnection:
         self._request: EdgeRequest | None = None
         self._early: EdgeResponse | None = None  # its answer, decided from its head: the body is discarded
         self._body: list[bytes] = []
+        # What the client sent after a WebSocket handshake the handler may accept (None: no such handshake).
+        self.upgrade_tail: bytearray | None = None
         # Times (``clock``).
         self._idle_since = clock()
         self._message_since = 0.0
@@ -306,15 +312,28 @@ class HttpConnection:
                 data = bytes(held) + data
                 held.clear()
         elif state is not _IN_IDLE and state is not _BODY:
+            tail = self.upgrade_tail
+            if tail is not None:
+                # Frames sent before the handshake is answered (a client should wait for it): kept for the session,
+                # within the bound of a head.
+                tail += data
+                if len(tail) > self._limits.max_head_bytes:
+                    self.upgrade_tail = None
+                    self.input = _DISCARDING
+                return _WAIT
             if state is _DONE:
                 self.input = _DISCARDING  # the client sends after its last request
             return _WAIT
         self._fed = len(data)
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            # Upgrades are refused on their head; what follows is another protocol, not spoken here.
-            if self.input is not _EOF:
+        except httptools.HttpParserUpgrade as upgrade:
+            # What follows the head is another protocol: kept for a WebSocket handshake the handler may accept
+            # (``upgrade_tail``), discarded after an upgrade refused on its head.
+            if self._upgrading():
+                self.upgrade_tail = bytearray(data[upgrade.args[0] :])
+                self.input = _DONE
+            elif self.input is not _EOF:
                 self.input = _DISCARDING
         except httptools.HttpParserError:
             state = self.input
@@ -576,8 +595,17 @@ class HttpConnection:
         if parser.should_upgrade():
             # CONNECT, or Connection: upgrade with Upgrade: llhttp takes what follows the head for the other
             # protocol, whatever Content-Length says, where a reader that does not upgrade takes it for the body.
-            self._refuse(Refusal.UPGRADE, request)
-            return
+            # A WebSocket handshake with nothing owed before it and no body goes to the handler, which may accept it.
+            if not (
+                is_websocket_upgrade(request)
+                and noted[CONTENT_LENGTH] in (None, b"0")
+                and not noted[TRANSFER_ENCODING]
+                and self.output is _OUT_IDLE
+                and not self._queue
+            ):
+                self._refuse(Refusal.UPGRADE, request)
+                return
+            request.upgrade = True
         if request.repeated is not None:
             self._refuse(Refusal.REPEATED_HEADER, request)
             return
@@ -628,7 +656,7 @@ class HttpConnection:
             body.clear()
         else:
             self._early = None
-        keep_alive = self._parser.should_keep_alive()
+        keep_alive = self._parser.should_keep_alive() and not request.upgrade
         self.input = _IN_IDLE if keep_alive else _DONE
         queue = self._queue
         if self.output is _OUT_IDLE and not queue and not self.writing_paused:
@@ -641,6 +669,11 @@ class HttpConnection:
             # Reading pauses between reads only: one read of small requests would queue thousands, each many times
             # its size in memory.
             self._refuse(Refusal.TOO_MANY_PIPELINED, None)
+
+    def _upgrading(self) -> bool:
+        """Whether the request just read is a WebSocket handshake handed to the handler (``upgrade_tail``)."""
+        request = self.answering if self.answering is not None else (self._queue[-1][0] if self._queue else None)
+        return request is not None and request.upgrade and self.input is not _EOF
 
     def _head_over_limit(self, data: bytes) -> bool:
         """Whether the unfinished head is over a limit: its headers so far, or the line still arriving (the bytes

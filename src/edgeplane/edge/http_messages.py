@@ -8,9 +8,11 @@ them to a handler and re-exports these names, which the rest of the edge imports
 
 from __future__ import annotations
 
+import asyncio
 import http
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 # The headers the edge itself reads (framing, routing, the request log), noted in one pass over a request's headers
 # when its ``EdgeRequest`` is made (``EdgeRequest.noted``, at these indices): one dictionary look-up per header,
@@ -55,6 +57,7 @@ class EdgeRequest:
     body: bytes = b""
     raw_path: str = ""  # as sent (percent-encoded), without the query string: what routes and what the WAF inspects
     context: object = None  # the handler's own, from ``answer_head`` to ``commit_answer``
+    upgrade: bool = False  # a WebSocket handshake the server may switch to (``edgeplane.edge.websocket``)
     # The first value of each of ``NOTED_HEADERS`` (None when absent), at its index there. The server puts the
     # host of an absolute-form target (``POST http://host/path``) in place of the Host header's (RFC 9112, 3.2.2).
     noted: list[bytes | None] = field(init=False, repr=False, compare=False)
@@ -98,6 +101,30 @@ class EdgeResponse:
     body: bytes
     content_type: bytes = _JSON
     headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+@dataclass(slots=True)
+class Upgrade(EdgeResponse):
+    """The answer that accepts a WebSocket handshake (status 101): the server writes ``head`` (the status line and
+    headers, without the blank line; ``headers`` follow it) and hands the transport to the session ``open_session``
+    makes, whose protocol then owns the connection."""
+
+    head: bytes = b""
+    open_session: Callable[[asyncio.Transport, Callable[[UpgradedSession], None]], UpgradedSession] | None = None
+
+
+class UpgradedSession(Protocol):
+    """The protocol that owns a connection after an ``Upgrade`` (an ``asyncio.Protocol``): ``start`` with what the
+    client sent after its handshake; the server's calls, as to its HTTP connections. ``open_session`` is given the
+    server's callback to call once the session is closed."""
+
+    def start(self, tail: bytes) -> None: ...
+
+    def shut_down(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def check_time(self, now: float) -> None: ...
 
 
 # An answer as the request log's ``emit`` takes it (scripts and tests): the request, the response, the bytes written

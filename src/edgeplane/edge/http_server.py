@@ -37,9 +37,13 @@ did, because each turn then served fewer requests.
 Every answer the server makes itself (each ``Refusal`` of the connection's), and the 500 that replaces a handler's
 exception, is a JSON-RPC error object with ``id: null``, since JSON-RPC is what this edge speaks.
 
-What it does not do: HTTP/2, TLS (terminate it in a proxy in front; TLS in the edge is a later issue), upgrades
-(WebSocket) and chunked request bodies: every JSON-RPC client in use sends ``Content-Length``, and a declared length
-lets the body limit be enforced before reading.
+A WebSocket handshake that the handler accepts (its answer an ``Upgrade``) is answered 101, and the transport is
+handed to the session the answer opens (``edgeplane.edge.websocket``), which the server keeps track of from then on
+for its timeouts and shutdown in the HTTP connection's place; the handshake's record is committed with the 101.
+
+What it does not do: HTTP/2, TLS (terminate it in a proxy in front; TLS in the edge is a later issue), other
+upgrades than WebSocket, and chunked request bodies: every JSON-RPC client in use sends ``Content-Length``, and a
+declared length lets the body limit be enforced before reading.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import asyncio
 import resource
 import socket
 from collections.abc import Awaitable
-from typing import Protocol, TypeVar, cast
+from typing import Protocol, TypeAlias, TypeVar, cast
 
 import structlog
 
@@ -76,6 +80,8 @@ from edgeplane.edge.http_messages import (
     Answer,
     EdgeRequest,
     EdgeResponse,
+    Upgrade,
+    UpgradedSession,
     encode_response,
 )
 from edgeplane.jsonrpc.envelope import encode
@@ -102,6 +108,8 @@ __all__ = [
     "EdgeRequest",
     "EdgeResponse",
     "HttpServer",
+    "Upgrade",
+    "UpgradedSession",
     "connection_limit",
     "encode_response",
     "jsonrpc_error",
@@ -192,6 +200,9 @@ _LOST = Output.LOST
 _CLOSING = Output.CLOSING
 _LINGERING = Output.LINGERING
 
+# A connection the server keeps track of: an HTTP one, or the session that took one over after a WebSocket handshake.
+_Served: TypeAlias = "_HttpConnection | UpgradedSession"
+
 
 class HttpServer:
     """Serves ``handler`` on a listening socket; see the module docstring for what it does and does not do."""
@@ -230,7 +241,7 @@ class HttpServer:
             Refusal.HEAD_TOO_LARGE: self.head_too_large,
         }
         self.stopping = False
-        self._connections: set[_HttpConnection] = set()
+        self._connections: set[_Served] = set()
         self._stop: asyncio.Event | None = None
         self._all_closed: asyncio.Event | None = None
 
@@ -287,10 +298,10 @@ class HttpServer:
             return jsonrpc_error(400, INVALID_REQUEST, f"more than one {repeated.decode('latin-1')} header")
         return self._refusals[refusal]
 
-    def _add(self, connection: _HttpConnection) -> None:
+    def _add(self, connection: _Served) -> None:
         self._connections.add(connection)
 
-    def _forget(self, connection: _HttpConnection) -> None:
+    def _forget(self, connection: _Served) -> None:
         self._connections.discard(connection)
         if not self._connections and self._all_closed is not None:
             self._all_closed.set()
@@ -433,6 +444,8 @@ class _HttpConnection(asyncio.Protocol):
     def _finish(self, request: EdgeRequest, answer: EdgeResponse) -> None:
         """Writes the handler's answer (unless the client went away), and goes on."""
         self._task = None
+        if isinstance(answer, Upgrade) and request.upgrade and self._upgrade(request, answer):
+            return
         self._send(request, answer)
         machine = self._machine
         if machine.output is _LOST:
@@ -441,6 +454,32 @@ class _HttpConnection(asyncio.Protocol):
         step = machine.next_step()
         if step is not _WAIT:
             self._advance(step)
+
+    def _upgrade(self, request: EdgeRequest, answer: Upgrade) -> bool:
+        """Accepts a WebSocket handshake: writes the 101 and hands the transport to the session ``answer`` opens,
+        which the server then keeps track of in this connection's place. False when the connection is gone."""
+        machine = self._machine
+        tail = machine.upgrade_tail
+        if machine.output is _LOST or tail is None or answer.open_session is None:
+            return False
+        head = b"".join((answer.head, *(name + b": " + value + b"\r\n" for name, value in answer.headers), b"\r\n"))
+        try:
+            self._handler.commit_answer(request, answer, len(head))
+        except Exception:
+            log.exception("edge handler failed to commit an answer", path=request.path)
+        machine.lose()  # no more HTTP on this connection
+        transport = self._transport
+        transport.write(head)
+        server = self._server
+        session = answer.open_session(transport, server._forget)
+        transport.set_protocol(cast(asyncio.BaseProtocol, session))
+        server._forget(self)
+        if transport.is_closing():
+            return True
+        server._add(session)
+        transport.resume_reading()
+        session.start(bytes(tail))
+        return True
 
     def _send(self, request: EdgeRequest | None, answer: EdgeResponse) -> None:
         """Writes ``answer`` to ``request`` once the handler has committed it (``commit_answer``); an answer the

@@ -8,6 +8,11 @@ with ``Accept-Encoding: identity``), and the body within the server's ``max_body
 object with ``id: null``. All of them are decided from the request head; only a request that passes reaches the
 gateway, with its body.
 
+A WebSocket handshake (``GET /v1/<network>`` with ``Upgrade: websocket``, when ``websocket_limits`` are given) goes
+through the same host and network checks and the zone's firewall, without the POST and content type ones; once they
+pass it is accepted (``edgeplane.edge.websocket``) and each message on the socket is answered by the gateway as a
+body would be (``edgeplane.edge.socket_messages``).
+
 Paths are routed as sent, percent-encoding and all: ``/v1/mainnet`` is mainnet, and ``/v1/mainnet/``,
 ``/v1/mainnet%2f``, ``/v1/%6dainnet`` or ``/v1/./mainnet`` are networks of those names, which do not exist (404). So
 each network has one spelling, and the firewall's ``http.request.uri.path`` (the path as sent) is the path that was
@@ -33,6 +38,7 @@ or not request logging is on: it is what a user quotes to find a request, in the
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -45,8 +51,11 @@ from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
-from edgeplane.edge.http_server import CONTENT_TYPE, HOST, EdgeRequest, EdgeResponse, jsonrpc_error
+from edgeplane.edge.head_follower import HeadFollower
+from edgeplane.edge.http_server import CONTENT_TYPE, HOST, EdgeRequest, EdgeResponse, UpgradedSession, jsonrpc_error
 from edgeplane.edge.request_log import RequestLog
+from edgeplane.edge.socket_messages import GatewayMessages
+from edgeplane.edge.websocket import WebSocketLimits, WebSocketSession, accept
 from edgeplane.gateway.request_facts import JsonRpcReader
 from edgeplane.gateway.service import Gateway, GatewayResponse
 from edgeplane.jsonrpc.envelope import encode
@@ -92,15 +101,22 @@ class EdgeRouter:
         *,
         counters: RateTable | None = None,
         jsonrpc_reader: JsonRpcReader | None = None,
+        websocket_limits: WebSocketLimits | None = None,
+        head_poll_seconds: float = 1.0,
     ) -> None:
         """``locator`` finds the client's country and ASN; without one they are unknown. ``counters``: the node's
         rate counters; without them rate limiting rules do not run. ``jsonrpc_reader``: the gateway's reading of a
         request as JSON-RPC for the firewall's ``edgeplane.jsonrpc.*`` fields (with its cost table); without one
-        the fields cost nothing."""
+        the fields cost nothing. ``websocket_limits``: the bounds of a WebSocket at ``/v1/<network>``; without
+        them a WebSocket handshake is refused like any other GET (405). ``head_poll_seconds``: how often a
+        network's ``newHeads`` follower polls for new blocks while it has subscribers."""
         self.gateway = gateway
         self.counters = counters
         self.jsonrpc_reader = jsonrpc_reader
         self.snapshots = snapshots
+        self.websocket_limits = websocket_limits
+        self.head_poll_seconds = head_poll_seconds
+        self._head_followers: dict[str, HeadFollower] = {}  # one per network, made at its first socket
         self.request_log = request_log
         self.locator = locator or ClientLocator()
         # Journals a request's log records; ``HttpServer`` calls it just before it writes the answer, so they are
@@ -152,6 +168,8 @@ class EdgeRouter:
         if network not in self.gateway.pools:
             unknown = self.gateway.unknown_network(network)
             return EdgeResponse(unknown.status, unknown.body)
+        if request.upgrade and self.websocket_limits is not None:
+            return None  # a WebSocket handshake: no body, and its messages are JSON-RPC (``_upgrade``)
         if request.method != "POST":
             return jsonrpc_error(
                 405,
@@ -195,10 +213,26 @@ class EdgeRouter:
             if exchange.verdict.pending:
                 self._count_answer(exchange.verdict, exchange.refusal.status, reached_origin=False)
             return _with_ray(exchange.refusal, exchange.ray_id)
+        if request.upgrade and self.websocket_limits is not None:
+            return self._upgrade(request, exchange, self.websocket_limits)
         answer = self.gateway.respond(exchange.network, body)
         if isinstance(answer, GatewayResponse):
             return self._response(answer, exchange)
         return self._awaited(answer, exchange)
+
+    def _upgrade(self, request: EdgeRequest, exchange: Exchange, limits: WebSocketLimits) -> EdgeResponse:
+        """The answer to a WebSocket handshake that passed the checks and the firewall: the socket's messages are
+        answered by the gateway for the path's network (``edgeplane.edge.socket_messages``)."""
+        network = exchange.network
+        heads = self._head_followers.get(network)
+        if heads is None:
+            heads = self._head_followers[network] = HeadFollower(self.gateway, network, self.head_poll_seconds)
+        messages = GatewayMessages(self.gateway, network, heads, max_subscriptions=limits.max_subscriptions)
+
+        def open_session(transport: asyncio.Transport, on_closed: Callable[[UpgradedSession], None]) -> UpgradedSession:
+            return WebSocketSession(transport, messages, limits, asyncio.get_running_loop(), on_closed)
+
+        return accept(request, open_session, headers=((b"cf-ray", exchange.ray_id.encode() + b"-EDG"),))
 
     async def _awaited(self, answering: Awaitable[GatewayResponse], exchange: Exchange) -> EdgeResponse:
         return self._response(await answering, exchange)

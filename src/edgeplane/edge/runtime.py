@@ -26,6 +26,7 @@ from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.http_server import HttpServer
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
+from edgeplane.edge.websocket import WebSocketLimits
 from edgeplane.gateway.method_costs import MethodCosts
 from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.request_facts import JsonRpcReader, known_heads
@@ -125,6 +126,17 @@ class EdgeRuntime:
             )
             request_log = RequestLog(journal)
         reader = JsonRpcReader(MethodCosts.from_settings(settings.gateway.costs), known_heads(pools))
+        edge = settings.edge
+        websocket = (
+            WebSocketLimits(
+                max_message_bytes=edge.websocket_max_message_bytes,
+                max_send_queue_bytes=edge.websocket_send_queue_bytes,
+                idle_seconds=edge.websocket_idle_timeout_seconds,
+                max_subscriptions=edge.websocket_max_subscriptions,
+            )
+            if edge.websocket
+            else None
+        )
         router = EdgeRouter(
             gateway,
             snapshots,
@@ -132,8 +144,9 @@ class EdgeRuntime:
             locator,
             counters=counters.table if counters else None,
             jsonrpc_reader=reader,
+            websocket_limits=websocket,
+            head_poll_seconds=edge.websocket_head_poll_seconds,
         )
-        edge = settings.edge
         server = HttpServer(
             router,
             max_body_bytes=settings.gateway.max_body_bytes,
