@@ -279,6 +279,8 @@ def key_reader(kind: str, argument: str | None) -> KeyReader:
     simple = _SIMPLE.get(kind)
     if simple is not None:
         return simple
+    if kind == "http.request.headers":
+        return _header_reader(argument or "")
     if kind in _BY_NAME:
         attribute = _BY_NAME[kind]
         name = argument or ""
@@ -288,6 +290,22 @@ def key_reader(kind: str, argument: str | None) -> KeyReader:
         member = argument or ""
         return lambda request: _json_member(request, member, wanted)
     raise ValueError(f"unknown characteristic {kind!r}")
+
+
+def _header_reader(name: str) -> KeyReader:
+    """A header's values, joined: from the request's header index when something built it already, else from its
+    header lines (one name compared per line: cheaper than building the index for one header)."""
+    wanted = name.encode("latin-1")
+
+    def read(request: RequestFields) -> str:
+        indexed = request.__dict__.get("http_request_headers")
+        if indexed is not None:
+            return ",".join(indexed.get(name, ()))
+        return ",".join(
+            [value.decode("utf-8", "surrogateescape") for key, value in request.raw_headers if key == wanted]
+        )
+
+    return read
 
 
 def _address(request: RequestFields) -> str:
@@ -335,7 +353,6 @@ _SIMPLE: Final[Mapping[str, KeyReader]] = {
     "edgeplane.jsonrpc.network": lambda request: request.edgeplane_jsonrpc_network,
 }
 _BY_NAME: Final[Mapping[str, str]] = {
-    "http.request.headers": "http_request_headers",
     "http.request.cookies": "http_request_cookies",
     "http.request.uri.args": "http_request_uri_args",
 }
