@@ -23,18 +23,23 @@ import sys
 
 from setuptools import Extension, setup
 
-# The modules of the SecLang walk (the engine, the prefilter, the reads, the request and its body processors, the
-# actions, operators and transformations)
-# and the bounded memo they look values up in. The group's shared library is ``edgeplane_seclang__mypyc``.
+# The modules of the SecLang walk (the engine's compiled form, compiling, optimising and running it, the selectors,
+# the prefilter, the reads, the request and its body processors, the actions, operators and transformations) and the
+# bounded memo they look values up in; ``seclang/engine.py``, the engine's face, only imports them. The group's shared
+# library is ``edgeplane_seclang__mypyc``.
 COMPILED_MODULES = [
     "src/edgeplane/bounded_memo.py",
     "src/edgeplane/seclang/actions.py",
-    "src/edgeplane/seclang/engine.py",
+    "src/edgeplane/seclang/compiler.py",
     "src/edgeplane/seclang/operators.py",
+    "src/edgeplane/seclang/optimiser.py",
     "src/edgeplane/seclang/pipeline.py",
     "src/edgeplane/seclang/prefilter.py",
+    "src/edgeplane/seclang/program.py",
     "src/edgeplane/seclang/request.py",
     "src/edgeplane/seclang/request_body.py",
+    "src/edgeplane/seclang/runner.py",
+    "src/edgeplane/seclang/selectors.py",
     "src/edgeplane/seclang/transformations.py",
     "src/edgeplane/seclang/variables.py",
 ]
