@@ -49,9 +49,9 @@ _RFC3339_UNITS: Final = {"rfc3339": (_NANOSECONDS, "s"), "rfc3339ms": (1_000_000
 
 def compile_column_encoder(options: OutputOptions, dataset: Dataset) -> ColumnEncoder:
     """The encoder of ``options`` for blocks of ``dataset`` records: a function from a record batch to the encoded
-    records in order, as the output formats define them (``edgeplane.logs.record_format``) (ndjson, csv, with or without a
-    ``record_template``). Raises ``OutputOptionsError`` for a template ``compile_formatter`` refuses. The function
-    never raises for a batch of the dataset's records."""
+    records in order, as the output formats define them (``edgeplane.logs.record_format``: ndjson, csv, with or
+    without a ``record_template``). Raises ``OutputOptionsError`` for a template ``compile_formatter`` refuses. The
+    function never raises for a batch of the dataset's records."""
     fields = options.selected_fields(dataset)
     schema = arrow_schema(dataset)
     csv = options.output_type == "csv"
