@@ -20,21 +20,27 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 
-# The modules of the SecLang walk (the engine, the prefilter, the reads, the request and its body processors, the
-# actions, operators and transformations)
-# and the bounded memo they look values up in. The group's shared library is ``edgeplane_seclang__mypyc``.
+# The modules of the SecLang walk (the engine's compiled form, compiling, optimising and running it, the selectors,
+# the prefilter, the reads, the request and its body processors, the actions, operators and transformations) and the
+# bounded memo they look values up in; ``seclang/engine.py``, the engine's face, only imports them. The group's shared
+# library is ``edgeplane_seclang__mypyc``.
 COMPILED_MODULES = [
     "src/edgeplane/bounded_memo.py",
     "src/edgeplane/seclang/actions.py",
-    "src/edgeplane/seclang/engine.py",
+    "src/edgeplane/seclang/compiler.py",
     "src/edgeplane/seclang/operators.py",
+    "src/edgeplane/seclang/optimiser.py",
     "src/edgeplane/seclang/pipeline.py",
     "src/edgeplane/seclang/prefilter.py",
+    "src/edgeplane/seclang/program.py",
     "src/edgeplane/seclang/request.py",
     "src/edgeplane/seclang/request_body.py",
+    "src/edgeplane/seclang/runner.py",
+    "src/edgeplane/seclang/selectors.py",
     "src/edgeplane/seclang/transformations.py",
     "src/edgeplane/seclang/variables.py",
 ]
@@ -45,8 +51,21 @@ COMPILED_MODULES = [
 MYPYC_OPTIONS = ["--config-file", os.devnull, "--ignore-missing-imports", "--follow-imports", "silent"]
 
 
+def forget_stale_extensions() -> None:
+    """Removes the extension module beside a source of ``seclang/`` that ``COMPILED_MODULES`` no longer lists (a
+    module split, renamed or no longer compiled): Python imports an extension module before the source beside it, and
+    such a one asks the group's new library for a module it does not hold, so that importing the package fails."""
+    root = Path(__file__).resolve().parent
+    compiled = {str(Path(module).with_suffix("")) for module in COMPILED_MODULES}
+    for extension in (root / "src" / "edgeplane" / "seclang").glob("*.so"):
+        source = extension.relative_to(root).parent / extension.name.split(".", 1)[0]
+        if str(source) not in compiled:
+            extension.unlink()
+
+
 def seclang_extensions() -> list[Extension]:
     """The mypyc extensions of the SecLang walk, each optional; none when mypyc is missing or turned off."""
+    forget_stale_extensions()
     if os.environ.get("EDGEPLANE_NO_MYPYC") == "1":
         return []
     try:

@@ -17,6 +17,7 @@ from edgeplane.logs.record_columns import decode_block, encode_rows
 from edgeplane.store.database import Database
 from tests.api.conftest import Api
 from tests.api.sdk_client import sdk_for
+from tests.support.record_encoder import record_encoder
 
 START = 1_795_219_200_123_456_789  # 2026-11-21T00:00:00.123456789Z
 RECORD = {"RayID": "8f1e2d3c4b5a6978", "EdgeStartTimestamp": START, "ZoneName": "localhost"}
@@ -45,7 +46,7 @@ def pushed_lines(database: Database, job_id: int) -> tuple[list[bytes], list[byt
     snapshot = read_delivery_snapshot(database)
     job = next(job for job in snapshot.logpush_jobs if job.id == job_id)
     plan = plan_job(job, snapshot)
-    per_record = [plan.formatter.encode(RECORD)]
+    per_record = [record_encoder(plan.formatter).encode(RECORD)]
     assert plan.encode_columns is not None
     encoded = encode_rows(plan.dataset.name, [RECORD])
     assert encoded is not None

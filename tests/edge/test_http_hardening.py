@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 from edgeplane.body_document import BodyDocument
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
+from edgeplane.edge import refusals
 from edgeplane.edge.exchange import Exchange
-from edgeplane.edge.http_server import HOST, EdgeRequest, EdgeResponse, HttpServer
+from edgeplane.edge.http_server import HOST, EdgeRequest, EdgeResponse, HttpLimits, HttpServer, Refusal
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.service import GatewayResponse
@@ -530,6 +531,9 @@ class Accepting:
         self.requests.append(request)
         self.parsed.append(_served(request))
         return EdgeResponse(200, b"{}")
+
+    def refusal_answer(self, refusal: Refusal, request: EdgeRequest | None, limits: HttpLimits) -> EdgeResponse:
+        return refusals.refusal_answer(refusal, request, limits)
 
     def commit_answer(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
         pass

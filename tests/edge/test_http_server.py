@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgeplane.edge import http_server
-from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, HttpServer
+from edgeplane.edge import http_server, refusals
+from edgeplane.edge.http_server import EdgeRequest, EdgeResponse, HttpLimits, HttpServer, Refusal
 
 TIMEOUT = 5.0
 
@@ -26,7 +26,8 @@ TIMEOUT = 5.0
 @dataclass
 class Recorder:
     """Echoes each request as JSON; special paths sleep, raise, wait for a release, or answer a large body. Paths
-    under ``/now`` are answered at once (no awaitable); every answer ``commit_answer`` is given is kept in ``told``."""
+    under ``/now`` are answered at once (no awaitable); every answer ``commit_answer`` is given is kept in ``told``.
+    The server's refusals are worded as the edge's router words them (``edgeplane.edge.refusals``)."""
 
     requests: list[EdgeRequest] = field(default_factory=list)
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -49,6 +50,9 @@ class Recorder:
             self.requests.append(request)
             return EdgeResponse(200, json.dumps({"path": request.path, "at_once": True}).encode())
         return self._handle(request)
+
+    def refusal_answer(self, refusal: Refusal, request: EdgeRequest | None, limits: HttpLimits) -> EdgeResponse:
+        return refusals.refusal_answer(refusal, request, limits)
 
     def commit_answer(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
         self.told.append((request.path, response.status))
@@ -361,6 +365,52 @@ async def test_handler_exception_is_a_500_with_a_jsonrpc_error_and_the_connectio
     assert failed.status == 500
     assert failed.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "internal error"}}
     assert after.status == 200
+
+
+class PlainRefusals(Recorder):
+    """Words the server's refusals in plain text, naming the refusal and the limit it is about."""
+
+    def refusal_answer(self, refusal: Refusal, request: EdgeRequest | None, limits: HttpLimits) -> EdgeResponse:
+        text = f"{refusal.name} {limits.max_body_bytes} {limits.max_head_bytes} {limits.max_headers}"
+        return EdgeResponse(refusal.status, text.encode(), content_type=b"text/plain")
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "named"),
+    [
+        (post("/echo", b"x" * 2000), 413, "BODY_TOO_LARGE"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"h" * 5000 + b"\r\n\r\n", 431, "HEAD_TOO_LARGE"),
+        (b"GET / HTTP/1.1\r\n\r\n", 400, "NO_HOST"),
+        (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", 411, "CHUNKED"),
+        (b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505, "VERSION_NOT_SUPPORTED"),
+        (post("/raise"), 500, "HANDLER_FAILED"),
+        (post("/raise-early"), 500, "HANDLER_FAILED"),
+        (post("/now/raise"), 500, "HANDLER_FAILED"),
+    ],
+)
+async def test_the_server_refuses_in_its_handlers_words(sent: bytes, status: int, named: str) -> None:
+    # The server decides what it refuses and with which status; what the answer says is the handler's alone.
+    async with running(PlainRefusals(), max_body_bytes=1000, max_head_bytes=4096, max_headers=20) as (_, port):
+        reader, writer = await connect(port)
+        writer.write(sent)
+        answer = await read_response(reader)
+        writer.close()
+    assert answer.status == status
+    assert answer.headers["content-type"] == "text/plain"
+    assert answer.body == f"{named} 1000 4096 20".encode()
+
+
+async def test_a_connection_over_the_limit_is_refused_in_the_handlers_words() -> None:
+    async with running(PlainRefusals(), max_connections=1) as (_, port):
+        first_reader, first_writer = await connect(port)
+        first_writer.write(post("/now/first"))
+        assert (await read_response(first_reader)).status == 200
+        reader, writer = await connect(port)
+        answer = await read_response(reader)
+        writer.close()
+        first_writer.close()
+    assert answer.status == 503
+    assert answer.body.startswith(b"TOO_MANY_CONNECTIONS ")
 
 
 async def test_refused_request_with_a_small_body_keeps_the_connection() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from edgeplane.config import GatewaySettings, UpstreamSettings
 from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder, ZoneRoute
-from edgeplane.edge.http_server import HttpServer
+from edgeplane.edge.http_server import EdgeRequest, HttpLimits, HttpServer, Refusal
 from edgeplane.edge.router import EdgeRouter
 from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway
@@ -91,7 +91,8 @@ async def test_router_checks(
         assert document == {"status": "ok"}
         return
     assert headers["content-type"] == "application/json"
-    # The router has no request log here: the ray id is sent all the same (the server's own 413 has none).
+    # The router has no request log here: the ray id is sent all the same (the server's own 413 has none: the router
+    # words it, the server decides it before the router has seen the request).
     if status != 413:
         assert re.fullmatch(r"[0-9a-f]{16}-EDG", headers["cf-ray"])
     if message is not None:
@@ -99,3 +100,44 @@ async def test_router_checks(
         assert message in document["error"]["message"]
     if status == 405:
         assert headers["allow"] == "POST"
+
+
+# What the server refuses by itself, as the router words it: each a JSON-RPC error object with ``id: null``, with the
+# status the refusal calls for (the server decides and words nothing).
+REFUSED_AS = [
+    (Refusal.MALFORMED, -32600, "malformed HTTP request"),
+    (Refusal.BAD_TARGET, -32600, "malformed request target; send a path (/v1/<network>) or an http:// URL"),
+    (Refusal.NO_HOST, -32600, "an HTTP/1.1 request needs one Host header"),
+    (Refusal.REPEATED_HEADER, -32600, "more than one content-length header"),
+    (Refusal.HEAD_TOO_LARGE, -32600, "request head larger than 1024 bytes or 12 headers"),
+    (Refusal.BODY_TOO_LARGE, -32600, "request body larger than 4096 bytes"),
+    (Refusal.VERSION_NOT_SUPPORTED, -32600, "HTTP version not supported; use HTTP/1.1"),
+    (Refusal.UPGRADE, -32600, "CONNECT and protocol upgrades are not implemented"),
+    (Refusal.CHUNKED, -32600, "chunked request bodies are not accepted; send the body with Content-Length"),
+    (Refusal.TRANSFER_CODING, -32600, "transfer coding not implemented; send the body with Content-Length"),
+    (Refusal.TOO_MANY_PIPELINED, -32600, "more than 100 pipelined requests; wait for answers before sending more"),
+    (Refusal.TIMED_OUT, -32600, "the request did not arrive in time"),
+    (Refusal.TOO_MANY_CONNECTIONS, -32600, "too many connections; try again later"),
+    (Refusal.HANDLER_FAILED, -32603, "internal error"),
+]
+
+
+def test_every_refusal_is_worded() -> None:
+    assert {refusal for refusal, _, _ in REFUSED_AS} == set(Refusal)
+
+
+@pytest.mark.parametrize(("refusal", "code", "message"), REFUSED_AS, ids=[row[0].name for row in REFUSED_AS])
+def test_the_router_words_the_servers_refusals(refusal: Refusal, code: int, message: str) -> None:
+    settings = GatewaySettings()
+    router = EdgeRouter(Gateway(load_method_policy(), {}, settings), SnapshotHolder(EdgeSnapshot()))
+    twice = [(b"content-length", b"0"), (b"content-length", b"0")]
+    request = EdgeRequest("POST", "/v1/mainnet", b"", twice, "1.1", None, None)
+    limits = HttpLimits(MAX_BODY, 1024, 12, 15.0, 30.0)
+    answer = router.refusal_answer(refusal, request, limits)
+    assert answer.status == refusal.status
+    assert answer.content_type == b"application/json"
+    document = json.loads(answer.body)
+    assert document["jsonrpc"] == "2.0"
+    assert document["id"] is None
+    assert document["error"]["code"] == code
+    assert document["error"]["message"].startswith(message)

@@ -14,7 +14,7 @@ from edgeplane.logs.column_format import compile_column_encoder
 from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.output_options import parse_output_options
 from edgeplane.logs.record_columns import batch_of_any_rows, decode_block, encode_rows
-from edgeplane.logs.record_format import compile_formatter
+from tests.support.record_encoder import compile_record_encoder
 
 HTTP = load_dataset("http_requests")
 FIREWALL = load_dataset("firewall_events")
@@ -49,7 +49,7 @@ def record_strategy() -> st.SearchStrategy[dict[str, Any]]:
 
 def both(records: list[dict[str, Any]], output_options: dict[str, Any] | None, dataset: Any = HTTP) -> tuple[Any, Any]:
     options = parse_output_options(output_options, dataset)
-    per_record = [compile_formatter(options, dataset).encode(record) for record in records]
+    per_record = [compile_record_encoder(options, dataset).encode(record) for record in records]
     payload = encode_rows(dataset.name, records)
     assert payload is not None
     encoder = compile_column_encoder(options, dataset)
@@ -146,7 +146,7 @@ def test_loose_columns_are_written_as_the_record_encoder_writes_their_values(opt
     encoder = compile_column_encoder(parsed, HTTP)
     batch = batch_of_any_rows(HTTP.name, records)
     assert batch.schema.field("RayID").type == pa.binary()  # loose
-    per_record = [compile_formatter(parsed, HTTP).encode(record) for record in records]
+    per_record = [compile_record_encoder(parsed, HTTP).encode(record) for record in records]
     assert encoder(batch) == per_record
 
 

@@ -1,7 +1,7 @@
 """Delivery selects and writes the records its oracles would: the per-record predicate
-(``tests.support.filter_compiler``) and encoder (``record_format``) applied to each record, with zones, filters,
-sampling and every output type, whatever form the records were given in (dictionaries, bytes, records that do not fit
-the schema)."""
+(``tests.support.filter_compiler``) and encoder (``tests.support.record_encoder``) applied to each record, with zones,
+filters, sampling and every output type, whatever form the records were given in (dictionaries, bytes, records that
+do not fit the schema)."""
 
 from __future__ import annotations
 

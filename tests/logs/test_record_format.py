@@ -17,13 +17,8 @@ from hypothesis import strategies as st
 from edgeplane.logs.datasets import load_dataset
 from edgeplane.logs.errors import OutputOptionsError
 from edgeplane.logs.output_options import parse_output_options
-from edgeplane.logs.record_format import (
-    RecordFormatter,
-    compile_formatter,
-    gzip_batch,
-    object_name,
-    sample_hash,
-)
+from edgeplane.logs.record_format import gzip_batch, object_name, sample_hash
+from tests.support.record_encoder import RecordEncoder, compile_record_encoder
 
 HTTP = load_dataset("http_requests")
 FIREWALL = load_dataset("firewall_events")
@@ -41,8 +36,8 @@ RECORD: dict[str, Any] = {
 }
 
 
-def formatter(dataset: Any = HTTP, **options: Any) -> RecordFormatter:
-    return compile_formatter(parse_output_options(options, dataset), dataset)
+def formatter(dataset: Any = HTTP, **options: Any) -> RecordEncoder:
+    return compile_record_encoder(parse_output_options(options, dataset), dataset)
 
 
 FIELDS = ["RayID", "EdgeResponseStatus", "EdgeStartTimestamp"]

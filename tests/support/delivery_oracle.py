@@ -2,7 +2,8 @@
 
 Delivery selects and writes records in columns (the zone check and the column filter as Arrow masks, the column
 encoder). This module gives the same decision per record, as a dictionary: the job's zones, the per-record
-predicate (``tests.support.filter_compiler``) and the sampling, then ``RecordFormatter.encode``.
+predicate (``tests.support.filter_compiler``) and the sampling, then the per-record encoder
+(``tests.support.record_encoder``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from edgeplane.configuration.logpush_jobs import LogpushJobDefinition
 from edgeplane.logs.delivery import JobPlan
 from edgeplane.logs.filter_parser import parse_filter
 from tests.support.filter_compiler import compile_filter
+from tests.support.record_encoder import record_encoder
 
 
 def record_keep(definition: LogpushJobDefinition, plan: JobPlan) -> Callable[[dict[str, Any]], bool]:
@@ -34,5 +36,5 @@ def record_keep(definition: LogpushJobDefinition, plan: JobPlan) -> Callable[[di
 
 def delivered_lines(definition: LogpushJobDefinition, plan: JobPlan, records: Iterable[dict[str, Any]]) -> list[bytes]:
     """The encoded records the job delivers of ``records`` (dictionaries, as JSON would give them), in order."""
-    keep, encode = record_keep(definition, plan), plan.formatter.encode
+    keep, encode = record_keep(definition, plan), record_encoder(plan.formatter).encode
     return [encode(record) for record in records if keep(record)]

@@ -151,7 +151,7 @@ class Refusal(enum.Enum):
     TOO_MANY_PIPELINED = 429, "more than ``MAX_PIPELINED`` requests waiting for their answers"
     TIMED_OUT = 408, "a request not read within ``read_seconds``"
     TOO_MANY_CONNECTIONS = 503, "a connection over the server's limit (``refuse_connection``)"
-    HANDLER_FAILED = 500, "``answer_head`` raised"
+    HANDLER_FAILED = 500, "the handler raised (``answer_head`` here, or ``handle`` in the owner)"
 
     def __init__(self, status: int, reason: str) -> None:
         self.status = status

@@ -34,15 +34,17 @@ serves more requests. Paired on one CPU at concurrency 16 against the previous s
 request fell by about an eighth; handling each request as soon as it was read, with no task, cost more than the task
 did, because each turn then served fewer requests.
 
-Every answer the server makes itself (each ``Refusal`` of the connection's), and the 500 that replaces a handler's
-exception, is a JSON-RPC error object with ``id: null``, since JSON-RPC is what this edge speaks.
+The server knows HTTP only: what it refuses (each ``Refusal`` of the connection's, the connection over the limit,
+the 500 that replaces a handler's exception) is its decision, with the status it calls for, but what the answer says
+is the handler's (``refusal_answer``, given the server's limits for the sizes a 413 or 431 names): the edge's router
+words them in JSON-RPC (``edgeplane.edge.refusals``), another application could word them otherwise.
 
 A WebSocket handshake that the handler accepts (its answer an ``Upgrade``) is answered 101, and the transport is
 handed to the session the answer opens (``edgeplane.edge.websocket``), which the server keeps track of from then on
 for its timeouts and shutdown in the HTTP connection's place; the handshake's record is committed with the 101.
 
 What it does not do: HTTP/2, TLS (terminate it in a proxy in front; TLS in the edge is a later issue), other
-upgrades than WebSocket, and chunked request bodies: every JSON-RPC client in use sends ``Content-Length``, and a
+upgrades than WebSocket, and chunked request bodies: every client of the edge in use sends ``Content-Length``, and a
 declared length lets the body limit be enforced before reading.
 """
 
@@ -60,7 +62,6 @@ from edgeplane.bounded_memo import BoundedMemo
 from edgeplane.edge.http_connection import (
     INTERIM_CONTINUE,
     LINGER_SECONDS,
-    MAX_PIPELINED,
     HttpConnection,
     HttpLimits,
     Output,
@@ -84,8 +85,6 @@ from edgeplane.edge.http_messages import (
     UpgradedSession,
     encode_response,
 )
-from edgeplane.jsonrpc.envelope import encode
-from edgeplane.jsonrpc.errors import INTERNAL_ERROR, INVALID_REQUEST
 
 __all__ = [
     "CONTENT_LENGTH",
@@ -107,12 +106,13 @@ __all__ = [
     "EdgeHandler",
     "EdgeRequest",
     "EdgeResponse",
+    "HttpLimits",
     "HttpServer",
+    "Refusal",
     "Upgrade",
     "UpgradedSession",
     "connection_limit",
     "encode_response",
-    "jsonrpc_error",
 ]
 
 log = structlog.get_logger(__name__)
@@ -135,6 +135,11 @@ class EdgeHandler(Protocol):
         """The answer to a request ``answer_head`` let through, with its whole body: the answer itself when it is at
         hand, else an awaitable of it."""
 
+    def refusal_answer(self, refusal: Refusal, request: EdgeRequest | None, limits: HttpLimits) -> EdgeResponse:
+        """The answer to what the server refuses (``request``, when its head was read; None for bytes that were no
+        request, or a connection over the limit), with ``refusal.status``; ``limits`` are the server's. Called on
+        the loop, between reads: it must be quick and must not raise."""
+
     def commit_answer(self, request: EdgeRequest, response: EdgeResponse, sent_bytes: int) -> None:
         """Called once for each request whose head was read, just before its answer (the handler's own, or the
         server's refusal) is handed to the socket, ``sent_bytes`` of head and body (and with 0 for an answer dropped
@@ -142,49 +147,6 @@ class EdgeHandler(Protocol):
         (the request's log record) is done here. Runs on the request's path: it must be quick and make no system
         call."""
 
-
-def jsonrpc_error(
-    status: int, code: int, message: str, *, headers: tuple[tuple[bytes, bytes], ...] = ()
-) -> EdgeResponse:
-    """An HTTP answer whose body is a JSON-RPC error object with ``id: null``."""
-    body = encode({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
-    return EdgeResponse(status, body, headers=headers)
-
-
-_INTERNAL_ERROR = jsonrpc_error(500, INTERNAL_ERROR, "internal error")
-_BAD_REQUEST = jsonrpc_error(400, INVALID_REQUEST, "malformed HTTP request")
-_BAD_TARGET = jsonrpc_error(
-    400, INVALID_REQUEST, "malformed request target; send a path (/v1/<network>) or an http:// URL, without a fragment"
-)
-_NO_HOST = jsonrpc_error(400, INVALID_REQUEST, "an HTTP/1.1 request needs one Host header")
-_VERSION_NOT_SUPPORTED = jsonrpc_error(505, INVALID_REQUEST, "HTTP version not supported; use HTTP/1.1")
-_BUSY = jsonrpc_error(503, INVALID_REQUEST, "too many connections; try again later")
-_LENGTH_REQUIRED = jsonrpc_error(
-    411, INVALID_REQUEST, "chunked request bodies are not accepted; send the body with Content-Length"
-)
-_CODING_NOT_IMPLEMENTED = jsonrpc_error(
-    501, INVALID_REQUEST, "transfer coding not implemented; send the body with Content-Length"
-)
-_UPGRADE_NOT_IMPLEMENTED = jsonrpc_error(501, INVALID_REQUEST, "CONNECT and protocol upgrades are not implemented")
-_TOO_MANY_PIPELINED = jsonrpc_error(
-    429, INVALID_REQUEST, f"more than {MAX_PIPELINED} pipelined requests; wait for answers before sending more"
-)
-_TIMED_OUT = jsonrpc_error(408, INVALID_REQUEST, "the request did not arrive in time")
-
-# The answers to what a connection refuses, but for those that depend on the server's limits (``HttpServer``).
-_REFUSALS: dict[Refusal, EdgeResponse] = {
-    Refusal.MALFORMED: _BAD_REQUEST,
-    Refusal.BAD_TARGET: _BAD_TARGET,
-    Refusal.NO_HOST: _NO_HOST,
-    Refusal.VERSION_NOT_SUPPORTED: _VERSION_NOT_SUPPORTED,
-    Refusal.UPGRADE: _UPGRADE_NOT_IMPLEMENTED,
-    Refusal.CHUNKED: _LENGTH_REQUIRED,
-    Refusal.TRANSFER_CODING: _CODING_NOT_IMPLEMENTED,
-    Refusal.TOO_MANY_PIPELINED: _TOO_MANY_PIPELINED,
-    Refusal.TIMED_OUT: _TIMED_OUT,
-    Refusal.TOO_MANY_CONNECTIONS: _BUSY,
-    Refusal.HANDLER_FAILED: _INTERNAL_ERROR,
-}
 
 # The connection's steps and states looked at here, as module constants (a global is read faster than an enum member
 # through its class).
@@ -231,15 +193,7 @@ class HttpServer:
         self.idle_seconds = idle_seconds
         self.read_seconds = read_seconds
         self.grace_seconds = grace_seconds
-        self.too_large = jsonrpc_error(413, INVALID_REQUEST, f"request body larger than {max_body_bytes} bytes")
-        self.head_too_large = jsonrpc_error(
-            431, INVALID_REQUEST, f"request head larger than {max_head_bytes} bytes or {max_headers} headers"
-        )
         self.limits = HttpLimits(max_body_bytes, max_head_bytes, max_headers, read_seconds, idle_seconds)
-        self._refusals = _REFUSALS | {
-            Refusal.BODY_TOO_LARGE: self.too_large,
-            Refusal.HEAD_TOO_LARGE: self.head_too_large,
-        }
         self.stopping = False
         self._connections: set[_Served] = set()
         self._stop: asyncio.Event | None = None
@@ -291,12 +245,9 @@ class HttpServer:
             self._stop.set()
 
     def refusal_answer(self, refusal: Refusal, request: EdgeRequest | None) -> EdgeResponse:
-        """The answer to what a connection refuses (``request``, when its head was read)."""
-        if refusal is Refusal.REPEATED_HEADER:
-            repeated = None if request is None else request.repeated  # the header it has twice
-            assert repeated is not None
-            return jsonrpc_error(400, INVALID_REQUEST, f"more than one {repeated.decode('latin-1')} header")
-        return self._refusals[refusal]
+        """The answer to what a connection refuses (``request``, when its head was read), as the handler words it
+        (``EdgeHandler.refusal_answer``, given the server's limits)."""
+        return self.handler.refusal_answer(refusal, request, self.limits)
 
     def _add(self, connection: _Served) -> None:
         self._connections.add(connection)
@@ -424,7 +375,7 @@ class _HttpConnection(asyncio.Protocol):
             answer = self._handler.handle(request)
         except Exception:
             log.exception("edge handler failed", path=request.path)
-            answer = _INTERNAL_ERROR
+            answer = self._server.refusal_answer(Refusal.HANDLER_FAILED, request)
         if isinstance(answer, EdgeResponse):
             self._finish(request, answer)
         else:
@@ -435,7 +386,7 @@ class _HttpConnection(asyncio.Protocol):
             answer = await answering
         except Exception:
             log.exception("edge handler failed", path=request.path)
-            answer = _INTERNAL_ERROR
+            answer = self._server.refusal_answer(Refusal.HANDLER_FAILED, request)
         except BaseException:  # cancelled (``abort``), or the process is going down: no answer
             self._task = None
             raise

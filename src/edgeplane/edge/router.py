@@ -4,9 +4,11 @@ The checks, in order: ``/healthz`` answers at once; any other path but ``/v1/<ne
 well-formed (400) and a web3 hostname (404), the network must exist (404), the method must be POST (405, with
 ``Allow: POST``), the content type JSON (415), the body not coded (415 for a Content-Encoding other than ``identity``,
 with ``Accept-Encoding: identity``), and the body within the server's ``max_body_bytes`` (413, answered by
-``HttpServer`` itself once the checks here have passed, before the body is read). Each answer is a JSON-RPC error
-object with ``id: null``. All of them are decided from the request head; only a request that passes reaches the
-gateway, with its body.
+``HttpServer`` once the checks here have passed, before the body is read). Each answer is a JSON-RPC error object
+with ``id: null``. All of them are decided from the request head; only a request that passes reaches the gateway,
+with its body. The router also words what the server refuses by itself (``refusal_answer``: a malformed request, a
+head or body too large, a timeout, ...): the server decides and knows only HTTP, and the words are the router's, in
+the same JSON-RPC form (``edgeplane.edge.refusals``).
 
 A WebSocket handshake (``GET /v1/<network>`` with ``Upgrade: websocket``, when ``websocket_limits`` are given) goes
 through the same host and network checks and the zone's firewall, without the POST and content type ones; once they
@@ -52,7 +54,16 @@ from edgeplane.configuration.snapshot import EdgeSnapshot, SnapshotHolder
 from edgeplane.edge.client_location import ClientLocator
 from edgeplane.edge.exchange import NOT_LOGGED, Exchange, new_ray_id
 from edgeplane.edge.head_follower import HeadFollower
-from edgeplane.edge.http_server import CONTENT_TYPE, HOST, EdgeRequest, EdgeResponse, UpgradedSession, jsonrpc_error
+from edgeplane.edge.http_server import (
+    CONTENT_TYPE,
+    HOST,
+    EdgeRequest,
+    EdgeResponse,
+    HttpLimits,
+    Refusal,
+    UpgradedSession,
+)
+from edgeplane.edge.refusals import jsonrpc_error, refusal_answer
 from edgeplane.edge.request_log import RequestLog
 from edgeplane.edge.socket_messages import GatewayMessages
 from edgeplane.edge.websocket import WebSocketLimits, WebSocketSession, accept
@@ -142,6 +153,11 @@ class EdgeRouter:
             return None
         exchange = self._start(request, time.time_ns())
         return _with_ray(response, exchange.ray_id)
+
+    def refusal_answer(self, refusal: Refusal, request: EdgeRequest | None, limits: HttpLimits) -> EdgeResponse:
+        """The answer to what ``HttpServer`` refuses by itself, worded as a JSON-RPC error object
+        (``edgeplane.edge.refusals``)."""
+        return refusal_answer(refusal, request, limits)
 
     def _exchange(self, request: EdgeRequest) -> Exchange:
         """The request's exchange, made once: ``answer_head`` makes it, ``handle`` reuses it."""

@@ -1,8 +1,8 @@
 """Records in columns written as a job's output with Arrow kernels: no Python object per record or per value.
 
 This is delivery's one encoder. Why by hand: delivery's budget is about two microseconds per record, and turning each
-kept record into a dictionary for the per-record encoder (``edgeplane.logs.record_format``, kept as the definition
-this module is tested against) costs about that alone. Arrow has no JSON or csv writer, but its string kernels do
+kept record into a dictionary for a per-record encoder (``tests.support.record_encoder``, kept as the test oracle
+this module is held to) costs about that alone. Arrow has no JSON or csv writer, but its string kernels do
 everything a record needs, a column at a time: each selected field becomes a column of its text (``null`` in ndjson,
 empty in csv, for a missing value), and one element-wise join puts them between the record prefix, the ndjson
 members' ``"Name":`` keys or the csv field delimiter, a ``record_template``'s literal text, and the record suffix.
@@ -49,9 +49,9 @@ _RFC3339_UNITS: Final = {"rfc3339": (_NANOSECONDS, "s"), "rfc3339ms": (1_000_000
 
 def compile_column_encoder(options: OutputOptions, dataset: Dataset) -> ColumnEncoder:
     """The encoder of ``options`` for blocks of ``dataset`` records: a function from a record batch to the encoded
-    records in order, as ``RecordFormatter.encode`` writes them (ndjson, csv, with or without a
-    ``record_template``). Raises ``OutputOptionsError`` for a template ``compile_formatter`` refuses. The function
-    never raises for a batch of the dataset's records."""
+    records in order, as the output formats define them (``edgeplane.logs.record_format``: ndjson, csv, with or
+    without a ``record_template``). Raises ``OutputOptionsError`` for a template ``compile_formatter`` refuses. The
+    function never raises for a batch of the dataset's records."""
     fields = options.selected_fields(dataset)
     schema = arrow_schema(dataset)
     csv = options.output_type == "csv"

@@ -2,17 +2,21 @@
 batch, and the name of the object a batch is uploaded as.
 
 ``compile_formatter(options, dataset)`` does all the work that depends only on the options, once (and refuses the
-options it cannot apply); the returned ``RecordFormatter`` is then called for every delivered record, or batch:
+options it cannot apply: the API calls it to check a job); the returned ``RecordFormatter`` is then called for every
+delivered record, or batch:
 
 - ``keep(record)``: the ``sample_rate`` decision, applied after the filter. It is a pure function of the record's
   ``RayID`` (of the whole record when it has none), so a retried batch keeps exactly the same records, and every
   record of one request (several ``firewall_events`` share a RayID) is kept or dropped together.
-- ``encode(record)``: one record as bytes: ``record_prefix``, the selected fields, ``record_suffix``. This is the
-  definition of the output formats, record by record: delivery writes its records in columns with
-  ``edgeplane.logs.column_format``, which the tests hold to ``encode`` byte for byte.
 - ``join(encoded)``: a batch: ``batch_prefix``, the records separated by ``record_delimiter``, ``batch_suffix``;
   with the CVE-2021-44228 option every ``${`` of that output becomes ``x{`` (replacing keeps the length, so byte
   counts taken on encoded records stay true).
+
+Each record is written (``record_prefix``, the selected fields, ``record_suffix``) by delivery's one encoder,
+``edgeplane.logs.column_format``, a block of records at a time; what it writes is defined below, record by record,
+and the per-record encoder that is this definition in code is a test oracle (``tests.support.record_encoder``), which
+the tests hold the column encoder to byte for byte. The pieces both share live here: the csv text and quoting of a
+value, timestamp conversion, and the template's parse.
 
 Fields are the job's ``field_names`` in their order, or every field of the dataset in schema order. A field absent
 from a record (or ``None``) is written as ``null`` in ndjson and as an empty value in csv. Timestamp fields (Unix
@@ -84,23 +88,19 @@ Record = Mapping[str, Any]
 class RecordFormatter:
     """The compiled output options of one job; pure and safe to share between threads."""
 
+    options: OutputOptions
+    dataset: Dataset
     fields: tuple[str, ...]
     batch_prefix: bytes
     batch_suffix: bytes
     record_delimiter: bytes
     redact: bool
-    encode: Callable[[Record], bytes]
     keep: Callable[[Record], bool]
 
     def join(self, encoded: Iterable[bytes]) -> bytes:
-        """A whole batch from encoded records (``encode``'s output), prefixes, delimiters and redaction applied."""
+        """A whole batch from encoded records, prefixes, delimiters and redaction applied."""
         body = self.batch_prefix + self.record_delimiter.join(encoded) + self.batch_suffix
         return body.replace(b"${", b"x{") if self.redact else body
-
-    def format(self, records: Iterable[Record]) -> bytes:
-        """``join`` of every record of ``records`` encoded (no sampling: call ``keep`` first)."""
-        encode = self.encode
-        return self.join([encode(record) for record in records])
 
 
 def compile_formatter(options: OutputOptions, dataset: Dataset) -> RecordFormatter:
@@ -111,76 +111,26 @@ def compile_formatter(options: OutputOptions, dataset: Dataset) -> RecordFormatt
     for name in fields:
         if dataset.field(name) is None:
             raise OutputOptionsError("output_options.field_names", f"unknown field {name!r} in {dataset.name}")
-    prefix = options.record_prefix.encode()
-    suffix = options.record_suffix.encode()
-    template = parse_template(options.record_template, dataset) if options.record_template else None
-    if options.output_type == "csv":
-        select = _selector(fields, dataset, options.timestamp_format)
-        encode = _csv_encoder(fields, select, prefix, suffix, options.field_delimiter, template)
-    else:
-        encode = _ndjson_encoder(
-            fields, dataset, options.timestamp_format, prefix, suffix, options.field_delimiter, template
-        )
+    if options.record_template:
+        parse_template(options.record_template, dataset)
     return RecordFormatter(
+        options=options,
+        dataset=dataset,
         fields=fields,
         batch_prefix=options.batch_prefix.encode(),
         batch_suffix=options.batch_suffix.encode(),
         record_delimiter=options.record_delimiter.encode(),
         redact=options.cve_2021_44228,
-        encode=encode,
         keep=sampler(options.sample_rate),
     )
 
 
-# -- field selection ----------------------------------------------------------------------------------------------
-
-
-def _selector(fields: tuple[str, ...], dataset: Dataset, timestamp_format: str) -> Callable[[Record], list[Any]]:
-    """A function from a record to the values of ``fields`` in order, timestamps converted."""
-    select: Callable[[Record], list[Any]] = _generate(fields, dataset, timestamp_format, "[", "]")
-    return select
-
-
-def _member_selector(
-    fields: tuple[str, ...], dataset: Dataset, timestamp_format: str
-) -> Callable[[Record], dict[str, Any]]:
-    """A function from a record to a dict of ``fields`` in order (what ndjson writes), timestamps converted."""
-    select: Callable[[Record], dict[str, Any]] = _generate(fields, dataset, timestamp_format, "{", "}")
-    return select
-
-
-def _generate(fields: tuple[str, ...], dataset: Dataset, timestamp_format: str, opening: str, closing: str) -> Any:
-    """One list display (``[g(n0), _ts(g(n1)), ...]``) or dict display (``{n0: g(n0), ...}``) compiled into a
-    function of the record ``r``. Field names are bound as closure constants ``n0``, ``n1``, ..., never written in
-    the source. It runs several times faster than a loop over the fields."""
-    convert = _TIMESTAMP_CONVERTERS[timestamp_format]
-    names = [f"n{index}" for index in range(len(fields))]
-    items = [
-        f"_ts(g({name}))" if convert is not None and _is_timestamp(dataset, field) else f"g({name})"
-        for name, field in zip(names, fields, strict=True)
-    ]
-    if opening == "{":
-        items = [f"{name}: {item}" for name, item in zip(names, items, strict=True)]
-    source = (
-        f"def _factory(_ts, {', '.join(names) or '_unused=None'}):\n"
-        "    def select(r):\n"
-        "        g = r.get\n"
-        f"        return {opening}{', '.join(items)}{closing}\n"
-        "    return select\n"
-    )
-    namespace: dict[str, Any] = {"__builtins__": {}}
-    exec(compile(source, "<logpush field selection>", "exec"), namespace)  # noqa: S102 - no record text in the source
-    return namespace["_factory"](convert, *fields)
+# -- values ---------------------------------------------------------------------------------------------------------
 
 
 def timestamp_converter(timestamp_format: str) -> Callable[[Any], Any] | None:
     """How a timestamp value (Unix nanoseconds) is written for ``timestamp_format``; ``None`` for as it is."""
     return _TIMESTAMP_CONVERTERS[timestamp_format]
-
-
-def _is_timestamp(dataset: Dataset, name: str) -> bool:
-    field = dataset.field(name)
-    return field is not None and field.type == "timestamp"
 
 
 def _unix_seconds(value: Any) -> Any:
@@ -219,78 +169,7 @@ _TIMESTAMP_CONVERTERS: Final[dict[str, Callable[[Any], Any] | None]] = {
 }
 
 
-# -- ndjson -------------------------------------------------------------------------------------------------------
-
-
-def _ndjson_encoder(
-    fields: tuple[str, ...],
-    dataset: Dataset,
-    timestamp_format: str,
-    prefix: bytes,
-    suffix: bytes,
-    delimiter: str,
-    template: list[str] | None,
-) -> Callable[[Record], bytes]:
-    dumps = json_text  # orjson's text, and an integer beyond 64 bits as it is
-    if template is not None:
-        select = _selector(fields, dataset, timestamp_format)
-        return _template_encoder(fields, select, prefix, suffix, template, lambda value: dumps(value).decode())
-    members = _member_selector(fields, dataset, timestamp_format)
-    if delimiter == ",":
-        # orjson writes the whole object in one call; only its braces are swapped for the prefix and suffix
-        if prefix == b"{" and suffix.startswith(b"}"):
-            tail = suffix[1:]
-
-            def encode_default(record: Record) -> bytes:
-                return dumps(members(record)) + tail
-
-            return encode_default
-
-        def encode_affixed(record: Record) -> bytes:
-            return prefix + dumps(members(record))[1:-1] + suffix
-
-        return encode_affixed
-    separator = delimiter.encode()
-    keys = [dumps(name) + b":" for name in fields]
-    select = _selector(fields, dataset, timestamp_format)
-
-    def encode_members(record: Record) -> bytes:
-        pairs = [key + dumps(value) for key, value in zip(keys, select(record), strict=True)]
-        return prefix + separator.join(pairs) + suffix
-
-    return encode_members
-
-
-# -- csv ----------------------------------------------------------------------------------------------------------
-
-
-def _csv_encoder(
-    fields: tuple[str, ...],
-    select: Callable[[Record], list[Any]],
-    prefix: bytes,
-    suffix: bytes,
-    delimiter: str,
-    template: list[str] | None,
-) -> Callable[[Record], bytes]:
-    specials = (*CSV_SPECIALS, delimiter) if delimiter else CSV_SPECIALS
-
-    def quoted(text: str) -> str:
-        return csv_quoted(text, specials)
-
-    if template is not None:
-        return _template_encoder(fields, select, prefix, suffix, template, lambda value: quoted(csv_text(value)))
-    prefix_text, suffix_text = prefix.decode(), suffix.decode()
-    separators = len(fields) - 1
-
-    def encode(record: Record) -> bytes:
-        texts = [value if type(value) is str else csv_text(value) for value in select(record)]
-        row = delimiter.join(texts)
-        # the common case: no value needs quoting, which one scan of the whole row shows
-        if ('"' in row or "\n" in row or "\r" in row) or (delimiter and row.count(delimiter) != separators):
-            row = delimiter.join([quoted(text) for text in texts])
-        return (prefix_text + row + suffix_text).encode()
-
-    return encode
+# -- csv ------------------------------------------------------------------------------------------------------------
 
 
 def csv_quoted(text: str, specials: tuple[str, ...]) -> str:
@@ -341,33 +220,6 @@ def parse_template(template: str, dataset: Dataset) -> list[str]:
                 "only {{.FieldName}} placeholders are supported (no functions, conditions, loops or pipelines)",
             )
     return parts
-
-
-def _template_encoder(
-    fields: tuple[str, ...],
-    select: Callable[[Record], list[Any]],
-    prefix: bytes,
-    suffix: bytes,
-    template: list[str],
-    render: Callable[[Any], str],
-) -> Callable[[Record], bytes]:
-    position = {name: index for index, name in enumerate(fields)}
-    literals = template[::2]
-    # -1 stands for a field that is not selected: always missing
-    slots = [position.get(name, -1) for name in template[1::2]]
-    missing = render(None)
-    prefix_text, suffix_text = prefix.decode(), suffix.decode()
-
-    def encode(record: Record) -> bytes:
-        values = select(record)
-        pieces = [prefix_text, literals[0]]
-        for slot, literal in zip(slots, literals[1:], strict=True):
-            pieces.append(render(values[slot]) if slot >= 0 else missing)
-            pieces.append(literal)
-        pieces.append(suffix_text)
-        return "".join(pieces).encode()
-
-    return encode
 
 
 # -- sampling -----------------------------------------------------------------------------------------------------
