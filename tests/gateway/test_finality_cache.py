@@ -11,15 +11,12 @@ from typing import Any
 import orjson
 import pytest
 
-from edgeplane.config import GatewaySettings, ResponseCacheSettings, UpstreamSettings
-from edgeplane.gateway.policy import load_method_policy
+from edgeplane.config import GatewaySettings, ResponseCacheSettings
 from edgeplane.gateway.service import Gateway, GatewayResponse
-from edgeplane.gateway.upstream import UpstreamNode
-from edgeplane.gateway.upstream_pool import UpstreamPool
 from tests.support.anvil import AnvilNode
 from tests.support.fault_proxy import FaultProxy
+from tests.support.gateway_pool import close_gateway, gateway_over
 
-POLICY = load_method_policy()
 A_LONG_TIME = 60.0
 THREE_LOGS = "0x" + "60006000a0" * 3 + "00"  # creation code that emits three logs
 HEAD = 200
@@ -47,17 +44,7 @@ def finalized(node: AnvilNode) -> int:
 
 def make_gateway(*urls: str, max_head_age: float = 0.0, **cache: Any) -> Gateway:
     settings = GatewaySettings(cache=ResponseCacheSettings(max_head_age_seconds=max_head_age, **cache))
-    nodes = [
-        UpstreamNode(UpstreamSettings(url=url, name=f"node{index}"), timeout_seconds=10)
-        for index, url in enumerate(urls)
-    ]
-    return Gateway(POLICY, {"mainnet": UpstreamPool("mainnet", nodes, settings)}, settings)
-
-
-def close(gateway: Gateway) -> None:
-    for pool in gateway.pools.values():
-        for upstream in pool.nodes:
-            upstream.close()
+    return gateway_over(urls, settings)
 
 
 async def ask(gateway: Gateway, method: str, params: list[Any]) -> GatewayResponse:
@@ -97,7 +84,7 @@ async def test_a_finalized_block_is_kept_across_heads_and_the_head_block_is_not(
         assert proxy.count("eth_getBlockByNumber", old) == 1
         assert proxy.count("eth_getBlockByNumber", recent) == 2
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_receipts_and_logs_of_finalized_blocks_are_kept_across_heads(node: AnvilNode, proxy: FaultProxy) -> None:
@@ -121,7 +108,7 @@ async def test_receipts_and_logs_of_finalized_blocks_are_kept_across_heads(node:
         assert (await ask(gateway, "eth_getLogs", open_logs)).cache_status == "miss"
         assert (await ask(gateway, "eth_getLogs", to_the_head)).cache_status == "miss"
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_receipt_of_an_unfinalized_block_is_kept_per_head(node: AnvilNode, proxy: FaultProxy) -> None:
@@ -132,7 +119,7 @@ async def test_a_receipt_of_an_unfinalized_block_is_kept_per_head(node: AnvilNod
         node.rpc("anvil_mine", ["0x1"])
         assert await statuses(gateway, "eth_getTransactionReceipt", [transaction], node) == ["miss", "hit"]
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 @pytest.mark.parametrize(("age", "second"), [(A_LONG_TIME, "hit"), (0.0, "miss")])
@@ -146,7 +133,7 @@ async def test_realtime_answers_are_kept_briefly(proxy: FaultProxy, age: float, 
         found = [(await ask(gateway, "eth_getBalance", balance)).cache_status for _ in range(2)]
         assert found == ["miss", "hit"]
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_the_finalized_store_is_bounded_by_bytes_least_recently_used_out_first(
@@ -164,7 +151,7 @@ async def test_the_finalized_store_is_bounded_by_bytes_least_recently_used_out_f
         node.rpc("anvil_mine", ["0x1"])
         assert [await status(1), await status(3), await status(2)] == ["hit", "hit", "miss"]
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_node_behind_the_head_never_fills_the_finalized_store(node: AnvilNode) -> None:
@@ -191,7 +178,7 @@ async def test_a_node_behind_the_head_never_fills_the_finalized_store(node: Anvi
             answer = await ask(gateway, "eth_getLogs", query)
             assert (answer.cache_status, result(answer)) == ("hit", expected)
         finally:
-            close(gateway)
+            close_gateway(gateway)
 
 
 async def test_a_chain_that_goes_back_past_its_finalized_block_drops_what_was_kept(
@@ -212,4 +199,4 @@ async def test_a_chain_that_goes_back_past_its_finalized_block_drops_what_was_ke
         # Another block at that height now: the node's, not the one kept.
         assert await statuses(gateway, "eth_getBlockByNumber", block, node) == ["miss", "hit"]
     finally:
-        close(gateway)
+        close_gateway(gateway)

@@ -11,16 +11,13 @@ from typing import Any
 import orjson
 import pytest
 
-from edgeplane.config import GatewaySettings, ResponseCacheSettings, UpstreamSettings
+from edgeplane.config import GatewaySettings, ResponseCacheSettings
 from edgeplane.gateway.logs_splitting import merge_logs, refusal
-from edgeplane.gateway.policy import load_method_policy
 from edgeplane.gateway.service import Gateway, GatewayResponse
-from edgeplane.gateway.upstream import UpstreamNode
-from edgeplane.gateway.upstream_pool import UpstreamPool
 from tests.support.anvil import AnvilNode
 from tests.support.fault_proxy import FaultProxy
+from tests.support.gateway_pool import close_gateway, gateway_over
 
-POLICY = load_method_policy()
 # Creation code that emits three logs (LOG0, no data) and deploys nothing: each transaction's block holds three logs.
 THREE_LOGS = "0x" + "60006000a0" * 3 + "00"
 FIRST = 1
@@ -47,19 +44,7 @@ async def proxy(node: AnvilNode) -> AsyncIterator[FaultProxy]:
 
 def make_gateway(*urls: str, cache: bool = False, max_logs_blocks: int | None = None, **settings: Any) -> Gateway:
     gateway_settings = GatewaySettings(cache=ResponseCacheSettings(enabled=cache), **settings)
-    nodes = [
-        UpstreamNode(
-            UpstreamSettings(url=url, name=f"node{index}", max_logs_blocks=max_logs_blocks), timeout_seconds=10
-        )
-        for index, url in enumerate(urls)
-    ]
-    return Gateway(POLICY, {"mainnet": UpstreamPool("mainnet", nodes, gateway_settings)}, gateway_settings)
-
-
-def close(gateway: Gateway) -> None:
-    for pool in gateway.pools.values():
-        for upstream in pool.nodes:
-            upstream.close()
+    return gateway_over(urls, gateway_settings, max_logs_blocks=max_logs_blocks)
 
 
 def logs_filter(first: int | str = FIRST, last: int | str = LAST) -> dict[str, Any]:
@@ -130,7 +115,7 @@ async def test_a_range_the_node_refuses_is_split_and_merged_in_order(
             assert proxy.refused_logs == 0
             assert max(widths_asked(proxy)) <= LIMIT
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_range_wider_than_the_configured_maximum_is_split_before_it_is_sent(
@@ -149,7 +134,7 @@ async def test_a_range_wider_than_the_configured_maximum_is_split_before_it_is_s
         assert logs_of(await ask(gateway, logs_filter(1, 50))) == node.rpc("eth_getLogs", [logs_filter(1, 50)])
         assert widths_asked(proxy) == [50]
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_tags_in_a_split_range_are_resolved_against_the_head(node: AnvilNode, proxy: FaultProxy) -> None:
@@ -163,7 +148,7 @@ async def test_tags_in_a_split_range_are_resolved_against_the_head(node: AnvilNo
         assert logs_of(await ask(gateway, query)) == expected
         assert proxy.refused_logs > 0
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_range_refused_for_its_logs_is_bisected_and_not_learnt(node: AnvilNode, proxy: FaultProxy) -> None:
@@ -176,7 +161,7 @@ async def test_a_range_refused_for_its_logs_is_bisected_and_not_learnt(node: Anv
         assert proxy.refused_logs > 0
         assert gateway.pools["mainnet"].nodes[0].max_logs_blocks is None  # the width says nothing of the logs
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_refusal_of_one_block_is_the_nodes_answer(node: AnvilNode, proxy: FaultProxy) -> None:
@@ -190,7 +175,7 @@ async def test_a_refusal_of_one_block_is_the_nodes_answer(node: AnvilNode, proxy
         assert document["id"] == 7
         assert document["error"] == {"code": -32005, "message": "query returned more than 2 results"}
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_another_error_is_passed_on_without_splitting(proxy: FaultProxy) -> None:
@@ -202,7 +187,7 @@ async def test_another_error_is_passed_on_without_splitting(proxy: FaultProxy) -
         assert document["error"] == {"code": -32000, "message": "filter not found"}
         assert proxy.count("eth_getLogs") == 1
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_the_products_limit_applies_to_clients_first(proxy: FaultProxy) -> None:
@@ -213,7 +198,7 @@ async def test_the_products_limit_applies_to_clients_first(proxy: FaultProxy) ->
         assert document["error"]["data"] == {"limit": 800, "value": 801}
         assert proxy.count("eth_getLogs") == 0
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 @pytest.mark.parametrize("cache", [False, True])
@@ -233,7 +218,7 @@ async def test_split_answers_through_the_cache_and_in_batches(node: AnvilNode, p
         assert answers[0]["result"] == hex(node.chain_id)
         assert answers[1] == {"jsonrpc": "2.0", "id": 2, "result": node.rpc("eth_getLogs", [logs_filter(1, 300)])}
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_with_one_node_range_limited_of_two_every_read_gets_the_whole_range(
@@ -248,7 +233,7 @@ async def test_with_one_node_range_limited_of_two_every_read_gets_the_whole_rang
             for _ in range(4):
                 assert logs_of(await ask(gateway, logs_filter())) == expected
         finally:
-            close(gateway)
+            close_gateway(gateway)
 
 
 @pytest.mark.parametrize(

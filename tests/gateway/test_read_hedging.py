@@ -11,16 +11,13 @@ from typing import Any
 import orjson
 import pytest
 
-from edgeplane.config import GatewaySettings, ResponseCacheSettings, UpstreamSelectionSettings, UpstreamSettings
-from edgeplane.gateway.policy import load_method_policy
+from edgeplane.config import GatewaySettings, ResponseCacheSettings, UpstreamSelectionSettings
 from edgeplane.gateway.read_hedging import HedgeDelays
 from edgeplane.gateway.service import Gateway, GatewayResponse
-from edgeplane.gateway.upstream import UpstreamNode
-from edgeplane.gateway.upstream_pool import UpstreamPool
 from tests.support.anvil import AnvilNode
 from tests.support.fault_proxy import FaultProxy
+from tests.support.gateway_pool import close_gateway, gateway_over
 
-POLICY = load_method_policy()
 SLOW = 3.0  # far longer than any hedge delay below: an answer from the slow node would show
 
 
@@ -42,17 +39,7 @@ def make_gateway(*urls: str, **selection: Any) -> Gateway:
         multiplex_reads=False,
         selection=UpstreamSelectionSettings(**{"hedge_max_delay_seconds": 0.1, **selection}),
     )
-    nodes = [
-        UpstreamNode(UpstreamSettings(url=url, name=f"node{index}"), timeout_seconds=10)
-        for index, url in enumerate(urls)
-    ]
-    return Gateway(POLICY, {"mainnet": UpstreamPool("mainnet", nodes, settings)}, settings)
-
-
-def close(gateway: Gateway) -> None:
-    for pool in gateway.pools.values():
-        for upstream in pool.nodes:
-            upstream.close()
+    return gateway_over(urls, settings)
 
 
 async def ask(gateway: Gateway, method: str = "eth_chainId", params: list[Any] | None = None) -> GatewayResponse:
@@ -74,7 +61,7 @@ async def test_a_read_on_a_slow_node_is_answered_by_the_hedge(
         assert slow.count("eth_chainId") == 1
         assert fast.count("eth_chainId") == 1
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_at_most_the_configured_extra_attempts(trio: tuple[FaultProxy, FaultProxy, FaultProxy]) -> None:
@@ -86,7 +73,7 @@ async def test_at_most_the_configured_extra_attempts(trio: tuple[FaultProxy, Fau
         assert answer.status == 200
         assert sum(proxy.count("eth_chainId") for proxy in trio) == 2
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_no_hedge_when_turned_off(trio: tuple[FaultProxy, FaultProxy, FaultProxy]) -> None:
@@ -98,7 +85,7 @@ async def test_no_hedge_when_turned_off(trio: tuple[FaultProxy, FaultProxy, Faul
         assert answer.upstream == "node0"
         assert fast.count("eth_chainId") == 0
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_writes_are_never_hedged(trio: tuple[FaultProxy, FaultProxy, FaultProxy]) -> None:
@@ -110,7 +97,7 @@ async def test_writes_are_never_hedged(trio: tuple[FaultProxy, FaultProxy, Fault
         assert answer.status == 200  # the node's own error about the bytes
         assert slow.count("eth_sendRawTransaction") + other.count("eth_sendRawTransaction") == 1
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 def test_the_delay_is_a_quantile_of_recent_latency_clamped() -> None:

@@ -14,16 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgeplane.config import GatewaySettings, ResponseCacheSettings, UpstreamSettings
-from edgeplane.gateway.policy import load_method_policy
+from edgeplane.config import GatewaySettings, ResponseCacheSettings
 from edgeplane.gateway.read_multiplexer import read_key
 from edgeplane.gateway.service import Gateway, GatewayResponse
-from edgeplane.gateway.upstream import UpstreamNode
-from edgeplane.gateway.upstream_pool import UpstreamPool
 from tests.support.anvil import AnvilNode
 from tests.support.fault_proxy import FaultProxy
-
-POLICY = load_method_policy()
+from tests.support.gateway_pool import close_gateway, gateway_over
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8),
@@ -71,17 +67,7 @@ async def pair(node: AnvilNode) -> AsyncIterator[tuple[FaultProxy, FaultProxy]]:
 
 def make_gateway(*urls: str, cache: bool, multiplex: bool = True) -> Gateway:
     settings = GatewaySettings(cache=ResponseCacheSettings(enabled=cache), multiplex_reads=multiplex)
-    nodes = [
-        UpstreamNode(UpstreamSettings(url=url, name=f"node{index}"), timeout_seconds=10)
-        for index, url in enumerate(urls)
-    ]
-    return Gateway(POLICY, {"mainnet": UpstreamPool("mainnet", nodes, settings)}, settings)
-
-
-def close(gateway: Gateway) -> None:
-    for pool in gateway.pools.values():
-        for upstream in pool.nodes:
-            upstream.close()
+    return gateway_over(urls, settings)
 
 
 async def herd(gateway: Gateway, method: str, params: list[Any], count: int = 50) -> list[GatewayResponse]:
@@ -110,7 +96,7 @@ async def test_fifty_identical_reads_of_a_new_block_cost_at_most_three_exchanges
         assert {document["result"]["number"] for document in documents} == {block}
         assert first.exchanges + second.exchanges <= 3, (first.asked, second.asked)
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_without_multiplexing_the_herd_costs_an_exchange_each(
@@ -123,7 +109,7 @@ async def test_without_multiplexing_the_herd_costs_an_exchange_each(
         await herd(gateway, "eth_getBlockByNumber", ["0x0", False], count=10)
         assert first.exchanges == 10
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_followers_get_the_leaders_error_with_their_own_ids(pair: tuple[FaultProxy, FaultProxy]) -> None:
@@ -142,7 +128,7 @@ async def test_followers_get_the_leaders_error_with_their_own_ids(pair: tuple[Fa
         assert {answer.status for answer in down} == {502}
         assert first.exchanges <= 1 + 2 * 3  # the leader's attempts only, each sent at most twice
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_reads_with_members_in_another_order_share_an_exchange(pair: tuple[FaultProxy, FaultProxy]) -> None:
@@ -159,7 +145,7 @@ async def test_reads_with_members_in_another_order_share_an_exchange(pair: tuple
         assert [orjson.loads(answer.body)["id"] for answer in answers] == [1, 2]
         assert first.count("eth_call") == 1
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_when_the_leader_goes_away_a_follower_leads(pair: tuple[FaultProxy, FaultProxy]) -> None:
@@ -181,4 +167,4 @@ async def test_when_the_leader_goes_away_a_follower_leads(pair: tuple[FaultProxy
         assert {orjson.loads(answer.body)["result"] for answer in answers} == {"0x7a69"}
         assert first.count("eth_chainId") == 2  # the leader's, and the new leader's
     finally:
-        close(gateway)
+        close_gateway(gateway)

