@@ -91,9 +91,8 @@ class RateLimit:
         """What one key of the request costs at request time: its calls, or their share of the gateway's cost."""
         if not self.gateway_score:
             return calls
-        cost = max(1, int(request.edgeplane_jsonrpc_cost))
-        size = request.edgeplane_jsonrpc_batch_size
-        return cost if size <= 1 or not self.by_method else max(1, cost * calls // size)
+        cost = max(1, request.edgeplane_jsonrpc_cost)
+        return _share(cost, calls, len(request.edgeplane_jsonrpc_methods)) if self.by_method else cost
 
     def decide(self, table: RateTable, request: RequestFields, now_ms: int, owed: list[PendingCount]) -> int:
         """The wait in milliseconds before the request would be let through (0: it is under the rate). A rule that
@@ -206,20 +205,21 @@ def _method_decider(
     def decide(table: RateTable, request: RequestFields, now_ms: int) -> int:
         values = key_of(request)
         methods = request.edgeplane_jsonrpc_methods
-        cost = 1
-        if gateway_score:
-            cost = request.edgeplane_jsonrpc_cost
-            cost = cost if cost > 0 else 1
+        cost = max(1, request.edgeplane_jsonrpc_cost) if gateway_score else 1
         if len(methods) == 1:
             return table.acquire(counter, (*values, methods[0]), period_ms, budget, cost, timeout_ms, now_ms)
-        size = max(1, len(methods))
         wait = 0
         for method, count in _calls(methods).items():
-            amount = max(1, cost * count // size) if gateway_score else count
+            amount = _share(cost, count, len(methods)) if gateway_score else count
             wait = max(wait, table.acquire(counter, (*values, method), period_ms, budget, amount, timeout_ms, now_ms))
         return wait
 
     return decide
+
+
+def _share(cost: int, calls: int, size: int) -> int:
+    """What ``calls`` of a request's ``size`` calls are charged of its ``cost``: their part, at least 1."""
+    return cost if size <= 1 else max(1, cost * calls // size)
 
 
 def _calls(methods: list[str]) -> dict[str, int]:
